@@ -1,0 +1,711 @@
+#include "core/decide.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/assignment.h"
+#include "core/check.h"
+
+namespace rsc {
+
+std::string_view EventKindName(EventKind k) {
+  switch (k) {
+    case EventKind::kMemberJoined: return "member_joined";
+    case EventKind::kMemberRejoined: return "member_rejoined";
+    case EventKind::kStaticMemberReplaced: return "static_member_replaced";
+    case EventKind::kMemberLeft: return "member_left";
+    case EventKind::kMemberExpired: return "member_expired";
+    case EventKind::kMemberFenced: return "member_fenced";
+    case EventKind::kVersionRegression: return "version_regression";
+    case EventKind::kLineageDivergence: return "lineage_divergence";
+    case EventKind::kRoundStarted: return "round_started";
+    case EventKind::kRoundEnded: return "round_ended";
+    case EventKind::kBlockerRecorded: return "blocker_recorded";
+    case EventKind::kStaleRevokeIgnored: return "stale_revoke_ignored";
+    case EventKind::kShardReleased: return "shard_released";
+    case EventKind::kShardAssigned: return "shard_assigned";
+    case EventKind::kTargetChanged: return "target_changed";
+  }
+  return "unknown";
+}
+
+VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version,
+                                const std::string& lineage) {
+  if (version > m.version.value()) return VersionCheck::kAhead;
+  if (version == 0 && lineage.empty()) return VersionCheck::kLagging;  // fresh process
+  const auto& h = m.lineage_history;
+  if (!h.empty() && version >= h.front().version.value()) {
+    const auto& e = h[static_cast<size_t>(version - h.front().version.value())];
+    if (e.token != lineage) return VersionCheck::kDiverged;
+    return version == m.version.value() ? VersionCheck::kCurrent : VersionCheck::kLagging;
+  }
+  return VersionCheck::kLagging;  // older than the window: ordinary lag (M8)
+}
+
+MemberShards ShardsOf(const GroupMetadata& m, const MemberId& id) {
+  MemberShards out;
+  const std::string& me = id.str();
+  for (int32_t s = 0; s < m.shard_count; ++s) {
+    const ShardState& sh = m.shards[static_cast<size_t>(s)];
+    if (sh.owner == me && sh.target == me) {
+      out.assigned.push_back(s);
+    } else if (sh.owner == me) {
+      out.revoke.push_back(s);
+    } else if (sh.target == me) {
+      out.pending.push_back(s);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Mutable working copy plus the bookkeeping every decision shares.
+struct Work {
+  GroupMetadata next;
+  LivenessUpdate liveness;
+  std::vector<Event> events;
+  TimeMs now = 0;
+  bool round_started = false;
+
+  void Emit(EventKind k, const std::string& member, int32_t shard = -1, std::string d = {}) {
+    events.push_back(Event{k, member, shard, std::move(d)});
+  }
+};
+
+bool IsBlocked(const GroupMetadata& m, int32_t shard) {
+  if (!m.round) return false;
+  for (const Blocker& b : m.round->blockers) {
+    if (b.shard.value() == shard) return true;
+  }
+  return false;
+}
+
+enum class Gone { kExpired, kFenced, kLeft };
+
+void AddTombstone(GroupMetadata& m, const Member& member, Gone how, TimeMs now) {
+  std::erase_if(m.tombstones, [&](const Tombstone& t) { return t.id == member.id; });
+  m.tombstones.push_back(
+      Tombstone{member.id, member.epoch, how == Gone::kFenced, how == Gone::kLeft, now});
+  while (m.tombstones.size() > kTombstoneLimit) m.tombstones.erase(m.tombstones.begin());
+}
+
+// Removes a member entirely: its ownership is released (callers guarantee that is safe:
+// it reported REVOKED, expired, or owns nothing), its blockers and round sync dropped.
+void RemoveMember(Work& w, const MemberId& id, Gone how) {
+  GroupMetadata& m = w.next;
+  const Member* mem = m.FindMember(id);
+  if (!mem) return;
+  AddTombstone(m, *mem, how, w.now);
+  for (int32_t s = 0; s < m.shard_count; ++s) {
+    ShardState& sh = m.shards[static_cast<size_t>(s)];
+    if (sh.owner == id.str()) {
+      sh.owner.clear();
+      w.Emit(EventKind::kShardReleased, id.str(), s, "member removed");
+    }
+    if (sh.target == id.str()) sh.target.clear();
+  }
+  if (m.round) {
+    std::erase_if(m.round->blockers,
+                  [&](const Blocker& b) { return b.member == id && b.until_ms == 0; });
+    std::erase(m.round->synced, id);
+  }
+  std::erase_if(m.members, [&](const Member& x) { return x.id == id; });
+  w.liveness.remove.push_back(id.str());
+}
+
+void FenceMember(Work& w, Member& mem, const std::string& why) {
+  if (mem.fenced) return;
+  mem.fenced = true;
+  mem.epoch = MemberEpoch(mem.epoch.value() + 1);
+  w.Emit(EventKind::kMemberFenced, mem.id.str(), -1, why);
+}
+
+// Recomputes targets, hands free shards to their targets, keeps revokeSinceMs in step,
+// removes leaving members that own nothing and ends a finished correction round.
+void Settle(Work& w) {
+  GroupMetadata& m = w.next;
+  std::vector<std::string> eligible;
+  for (const Member& mem : m.members) {
+    if (!mem.fenced && !mem.leaving) eligible.push_back(mem.id.str());
+  }
+  std::vector<std::string> targets = ComputeTargets(m.shards, eligible);
+  bool target_changed = false;
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    if (m.shards[s].target != targets[s]) {
+      m.shards[s].target = targets[s];
+      target_changed = true;
+    }
+  }
+  if (target_changed) {
+    m.assignment_epoch = AssignmentEpoch(m.assignment_epoch.value() + 1);
+    w.Emit(EventKind::kTargetChanged, "", -1,
+           fmt::format("assignmentEpoch {}", m.assignment_epoch.value()));
+  }
+  for (int32_t s = 0; s < m.shard_count; ++s) {
+    ShardState& sh = m.shards[static_cast<size_t>(s)];
+    // K1: a free shard goes to its target; nothing else ever moves ownership forward.
+    if (sh.owner.empty() && !sh.target.empty() && !IsBlocked(m, s)) {
+      sh.owner = sh.target;
+      w.Emit(EventKind::kShardAssigned, sh.owner, s);
+    }
+    const bool revoking = !sh.owner.empty() && sh.owner != sh.target;
+    if (!revoking) {
+      sh.revoke_since_ms = 0;
+    } else if (sh.revoke_since_ms == 0) {
+      sh.revoke_since_ms = std::max<TimeMs>(w.now, 1);
+    }
+  }
+  // Leaving members that hold nothing are gone.
+  std::vector<MemberId> done;
+  for (const Member& mem : m.members) {
+    if (!mem.leaving) continue;
+    bool holds = false;
+    for (const ShardState& sh : m.shards) holds = holds || sh.owner == mem.id.str();
+    if (!holds) done.push_back(mem.id);
+  }
+  for (const MemberId& id : done) {
+    RemoveMember(w, id, Gone::kLeft);
+    w.Emit(EventKind::kMemberLeft, id.str());
+  }
+  // M6: the round ends when every live member synced and no blocker remains.
+  if (m.round && m.round->blockers.empty()) {
+    bool all = true;
+    for (const Member& mem : m.members) {
+      if (mem.fenced) continue;
+      all = all && std::binary_search(m.round->synced.begin(), m.round->synced.end(), mem.id);
+    }
+    // The round also lasts at least one member lease: a client that held shards under
+    // ownership Redis lost, and has not heartbeated since the round began, has by then
+    // either been seen (recording a blocker) or lost its lease (K2 applies to it too).
+    const bool long_enough = w.now >= m.round->started_ms + m.config.member_lease_ms;
+    if (all && long_enough && !w.round_started) {
+      w.Emit(EventKind::kRoundEnded, "", -1, fmt::format("round {}", m.round->id));
+      m.round.reset();
+    }
+  }
+}
+
+// Time-driven transitions that any request loading the group applies (SPEC §4.4):
+// expiry, rebalance-timeout fencing, expiry of blockers held by unknown members.
+void ApplyTime(Work& w, const Liveness& live) {
+  GroupMetadata& m = w.next;
+  std::vector<MemberId> expired;
+  for (const Member& mem : m.members) {
+    auto it = live.deadline_ms.find(mem.id.str());
+    const bool known = it != live.deadline_ms.end();
+    if ((known && it->second <= w.now) || (!known && live.complete)) expired.push_back(mem.id);
+  }
+  for (const MemberId& id : expired) {
+    const Member* mem = m.FindMember(id);
+    RemoveMember(w, id, mem && mem->fenced ? Gone::kFenced : Gone::kExpired);
+    w.Emit(EventKind::kMemberExpired, id.str());
+  }
+  // Rebalance timeout: the owner is fenced and the overdue shards released. Safe because
+  // rebalanceTimeoutMs >= memberLeaseMs > assignmentLeaseMs: any heartbeat the member made
+  // successfully since the revoke was written carried the DRAIN (C3), and its lease from
+  // any earlier heartbeat has ended.
+  for (int32_t s = 0; s < m.shard_count; ++s) {
+    ShardState& sh = m.shards[static_cast<size_t>(s)];
+    if (sh.owner.empty() || sh.owner == sh.target || sh.revoke_since_ms == 0) continue;
+    if (sh.revoke_since_ms + m.config.rebalance_timeout_ms > w.now) continue;
+    Member* owner = m.FindMember(MemberId(sh.owner));
+    RSC_CHECK(owner != nullptr);
+    FenceMember(w, *owner, fmt::format("shard {} draining past rebalanceTimeoutMs", s));
+    w.Emit(EventKind::kShardReleased, sh.owner, s, "rebalance timeout");
+    sh.owner.clear();
+    sh.revoke_since_ms = 0;
+  }
+  if (m.round) {
+    std::erase_if(m.round->blockers, [&](const Blocker& b) {
+      if (b.until_ms != 0) return b.until_ms <= w.now;
+      return m.FindMember(b.member) == nullptr;
+    });
+  }
+}
+
+// Stamps version, lineage and history onto `next` (called once per committing decision).
+void Stamp(const GroupMetadata& stored, GroupMetadata& next, const Env& env) {
+  next.version = MetadataVersion(stored.version.value() + 1);
+  next.lineage = env.fresh_lineage;
+  next.updated_ms = env.now_ms;
+  next.lineage_history.push_back(LineageEntry{next.version, next.lineage});
+  while (next.lineage_history.size() > kLineageWindow) {
+    next.lineage_history.erase(next.lineage_history.begin());
+  }
+  if (next.round && next.round->started_version.value() == 0) {
+    next.round->started_version = next.version;
+  }
+}
+
+template <class R>
+Decision<R> Commit(const GroupMetadata& stored, Work&& w, const Env& env, Result<R> response) {
+  // An id is never both removed and set: a member removed and re-added in one decision
+  // (expired, then rejoined) keeps its new deadline whatever order the store applies.
+  for (const auto& [id, dl] : w.liveness.set) std::erase(w.liveness.remove, id);
+  Decision<R> d{std::nullopt, std::move(w.liveness), std::move(response), std::move(w.events)};
+  if (!(w.next == stored)) {
+    Stamp(stored, w.next, env);
+    Status inv = CheckInvariants(w.next);
+    if (!inv.ok()) {
+      std::fprintf(stderr, "decide produced invalid metadata: %s\n", inv.error().message.c_str());
+      RSC_CHECK(inv.ok());
+    }
+    d.next = std::move(w.next);
+  }
+  return d;
+}
+
+void StartRoundIfNeeded(Work& w) {
+  GroupMetadata& m = w.next;
+  if (m.round) return;
+  CorrectionRound r;
+  r.id = ++m.rounds_started;
+  r.started_ms = w.now;
+  r.started_version = MetadataVersion(0);  // stamped with the committed version
+  m.round = std::move(r);
+  w.round_started = true;
+  w.Emit(EventKind::kRoundStarted, "", -1, fmt::format("round {}", m.round->id));
+}
+
+void RecordBlocker(Work& w, int32_t shard, const MemberId& member, TimeMs until) {
+  auto& bl = w.next.round->blockers;
+  for (const Blocker& b : bl) {
+    if (b.shard.value() == shard && b.member == member) return;
+  }
+  bl.push_back(Blocker{ShardId(shard), member, until});
+  std::sort(bl.begin(), bl.end(), [](const Blocker& a, const Blocker& b) {
+    return std::tie(a.shard, a.member) < std::tie(b.shard, b.member);
+  });
+  w.Emit(EventKind::kBlockerRecorded, member.str(), shard);
+}
+
+HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
+                          const std::vector<int32_t>& conflicts, bool sync) {
+  HeartbeatResponse r;
+  MemberShards sh = ShardsOf(m, mem.id);
+  r.member_id = mem.id;
+  r.member_epoch = mem.epoch.value();
+  r.assignment_epoch = m.assignment_epoch.value();
+  r.metadata_version = m.version.value();
+  r.lineage = m.lineage;
+  r.assigned_shards = std::move(sh.assigned);
+  r.pending_shards = std::move(sh.pending);
+  r.revoke_shards = std::move(sh.revoke);
+  for (int32_t s : conflicts) {
+    if (!std::binary_search(r.revoke_shards.begin(), r.revoke_shards.end(), s)) {
+      r.revoke_shards.push_back(s);
+    }
+  }
+  std::sort(r.revoke_shards.begin(), r.revoke_shards.end());
+  r.heartbeat_interval_ms = m.config.heartbeat_interval_ms;
+  r.assignment_lease_ms = m.config.assignment_lease_ms;
+  if (sync) {
+    r.status = HeartbeatStatus::kSyncMetadata;
+  } else if (!r.revoke_shards.empty()) {
+    r.status = HeartbeatStatus::kDrain;
+  } else if (!r.pending_shards.empty() || m.round) {
+    r.status = HeartbeatStatus::kRevokePending;
+  } else {
+    r.status = HeartbeatStatus::kOk;
+  }
+  return r;
+}
+
+// The response view is computed after Stamp, so it is built by a deferred step.
+struct HeartbeatPlan {
+  std::optional<Error> error;
+  MemberId member;
+  std::vector<int32_t> conflicts;
+  bool sync = false;
+  bool left = false;
+};
+
+Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& w,
+                                            const Env& env, const HeartbeatPlan& plan) {
+  Decision<HeartbeatResponse> d =
+      Commit<HeartbeatResponse>(stored, std::move(w), env, HeartbeatResponse{});
+  const GroupMetadata& view = d.next ? *d.next : stored;
+  if (plan.error) {
+    d.response = *plan.error;
+    return d;
+  }
+  const Member* mem = view.FindMember(plan.member);
+  if (plan.left || !mem) {
+    HeartbeatResponse r;
+    r.status = HeartbeatStatus::kOk;
+    r.member_id = plan.member;
+    r.member_epoch = -1;
+    r.assignment_epoch = view.assignment_epoch.value();
+    r.metadata_version = view.version.value();
+    r.lineage = view.lineage;
+    r.heartbeat_interval_ms = view.config.heartbeat_interval_ms;
+    r.assignment_lease_ms = view.config.assignment_lease_ms;
+    d.response = r;
+    return d;
+  }
+  d.response = ViewFor(view, *mem, plan.conflicts, plan.sync);
+  return d;
+}
+
+void InsertMember(GroupMetadata& m, Member mem) {
+  auto it = std::lower_bound(m.members.begin(), m.members.end(), mem.id,
+                             [](const Member& a, const MemberId& k) { return a.id < k; });
+  m.members.insert(it, std::move(mem));
+}
+
+// Applies REVOKED reports (C3): only those matching stored ownership or a recorded
+// blocker count; anything else is a duplicate or stale report and is ignored (I2, M5).
+void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<RevokingReport>& reps) {
+  GroupMetadata& m = w.next;
+  for (const RevokingReport& r : reps) {
+    if (r.state != RevokeState::kRevoked || r.shard < 0 || r.shard >= m.shard_count) continue;
+    ShardState& sh = m.shards[static_cast<size_t>(r.shard)];
+    bool applied = false;
+    if (sh.owner == id.str() && sh.target != id.str()) {
+      sh.owner.clear();
+      sh.revoke_since_ms = 0;
+      applied = true;
+      w.Emit(EventKind::kShardReleased, id.str(), r.shard, "REVOKED");
+    }
+    if (m.round) {
+      const size_t before = m.round->blockers.size();
+      std::erase_if(m.round->blockers, [&](const Blocker& b) {
+        return b.shard.value() == r.shard && b.member == id;
+      });
+      applied = applied || before != m.round->blockers.size();
+    }
+    if (!applied) w.Emit(EventKind::kStaleRevokeIgnored, id.str(), r.shard);
+  }
+}
+
+// Shards the member says it holds (reading, or draining with in-flight work) that the
+// stored ownership does not give it (K4). Sorted, unique, in range.
+std::vector<int32_t> Conflicts(const GroupMetadata& m, const MemberId& id,
+                               const HeartbeatRequest& req) {
+  std::set<int32_t> held(req.owned_shards.begin(), req.owned_shards.end());
+  for (const RevokingReport& r : req.revoking_shards) {
+    if (r.state == RevokeState::kDraining) held.insert(r.shard);
+  }
+  std::vector<int32_t> out;
+  for (int32_t s : held) {
+    if (s < 0 || s >= m.shard_count) continue;
+    if (m.shards[static_cast<size_t>(s)].owner != id.str()) out.push_back(s);
+  }
+  return out;
+}
+
+bool IsRegression(VersionCheck vc) {
+  return vc == VersionCheck::kAhead || vc == VersionCheck::kDiverged;
+}
+
+void EmitRegression(Work& w, VersionCheck vc, const std::string& who, int64_t version) {
+  if (vc == VersionCheck::kAhead) {
+    w.Emit(EventKind::kVersionRegression, who, -1,
+           fmt::format("client version {} > stored {}", version, w.next.version.value()));
+  } else if (vc == VersionCheck::kDiverged) {
+    w.Emit(EventKind::kLineageDivergence, who, -1,
+           fmt::format("client version {} lineage differs from stored history", version));
+  }
+}
+
+}  // namespace
+
+Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const Liveness& live,
+                                            const HeartbeatRequest& req, const Env& env) {
+  Work w{stored, {}, {}, env.now_ms};
+  HeartbeatPlan plan;
+  plan.member = req.member_id;
+  ApplyTime(w, live);
+  GroupMetadata& m = w.next;
+  const VersionCheck vc = CheckClientVersion(stored, req.metadata_version, req.lineage);
+  const bool regression = IsRegression(vc);
+  EmitRegression(w, vc, req.member_id.str(), req.metadata_version);
+  const TimeMs deadline = env.now_ms + m.config.member_lease_ms;
+
+  // ── leave ──
+  if (req.member_epoch == -1) {
+    Member* mem = m.FindMember(req.member_id);
+    if (!mem) {
+      plan.left = true;  // already gone: leaving is idempotent
+      Settle(w);
+      return CommitHeartbeat(stored, std::move(w), env, plan);
+    }
+    // Mark it leaving and move its targets away first, so the REVOKED reports it sends
+    // with the leave release its shards in this same write.
+    const bool fenced = mem->fenced;
+    mem->leaving = true;
+    if (!fenced) w.liveness.set.emplace_back(req.member_id.str(), deadline);
+    Settle(w);
+    if (m.FindMember(req.member_id)) {
+      ApplyRevokedReports(w, req.member_id, req.revoking_shards);
+      Settle(w);
+    }
+    plan.left = m.FindMember(req.member_id) == nullptr;
+    return CommitHeartbeat(stored, std::move(w), env, plan);
+  }
+
+  Member* mem = m.FindMember(req.member_id);
+  // ── join ──
+  if (req.member_epoch == 0) {
+    if (mem && mem->fenced) {
+      // A fenced member rejoining keeps what it still owns until it reports REVOKED or
+      // expires; it gets a new epoch so any older incarnation stays fenced (K5).
+      mem->fenced = false;
+      mem->leaving = false;
+      mem->epoch = MemberEpoch(mem->epoch.value() + 1);
+      w.Emit(EventKind::kMemberRejoined, mem->id.str());
+    } else if (!mem) {
+      Member* old = nullptr;
+      if (!req.instance_id.empty()) {
+        for (Member& x : m.members) {
+          if (x.instance_id == req.instance_id && !x.fenced && !x.leaving) old = &x;
+        }
+      }
+      const Tombstone* tomb = m.FindTombstone(req.member_id);
+      Member fresh;
+      fresh.id = req.member_id;
+      fresh.instance_id = req.instance_id;
+      fresh.joined_ms = env.now_ms;
+      fresh.epoch = MemberEpoch(tomb ? tomb->epoch.value() + 1 : 1);
+      std::erase_if(m.tombstones, [&](const Tombstone& t) { return t.id == req.member_id; });
+      if (old) {
+        // Static membership: the restarted process takes the old member's place and
+        // shards without a rebalance; the old identity is fenced (K5).
+        const MemberId old_id = old->id;
+        fresh.epoch = MemberEpoch(std::max(fresh.epoch.value(), old->epoch.value() + 1));
+        for (ShardState& sh : m.shards) {
+          if (sh.owner == old_id.str()) sh.owner = fresh.id.str();
+          if (sh.target == old_id.str()) sh.target = fresh.id.str();
+        }
+        if (m.round) {
+          for (Blocker& b : m.round->blockers) {
+            if (b.member == old_id) b.member = fresh.id;
+          }
+          std::erase(m.round->synced, old_id);
+        }
+        AddTombstone(m, *old, Gone::kFenced, env.now_ms);
+        std::erase_if(m.members, [&](const Member& x) { return x.id == old_id; });
+        w.liveness.remove.push_back(old_id.str());
+        w.Emit(EventKind::kStaticMemberReplaced, fresh.id.str(), -1, "replaces " + old_id.str());
+      } else {
+        w.Emit(tomb ? EventKind::kMemberRejoined : EventKind::kMemberJoined, fresh.id.str());
+      }
+      InsertMember(m, std::move(fresh));
+    }
+    // else: a retried join of a live member; answered like a heartbeat (idempotent).
+    mem = m.FindMember(req.member_id);
+  } else {
+    // ── heartbeat of an existing member ──
+    if (!mem) {
+      const Tombstone* tomb = m.FindTombstone(req.member_id);
+      // A member unknown to the stored state that claims shards after a regression may be
+      // reading them under ownership Redis lost: block those shards until its lease must
+      // have ended (M5), and tell it to drop everything.
+      std::vector<int32_t> claims = Conflicts(m, req.member_id, req);
+      if ((regression || m.round) && !claims.empty()) {
+        if (regression) StartRoundIfNeeded(w);
+        for (int32_t s : claims) RecordBlocker(w, s, req.member_id, deadline);
+      }
+      Settle(w);
+      if (tomb && tomb->left) {
+        plan.left = true;  // it left cleanly; a late heartbeat is told so again
+        return CommitHeartbeat(stored, std::move(w), env, plan);
+      }
+      plan.error = (tomb && tomb->fenced)
+                       ? MakeError(ErrorCode::kFencedMemberEpoch,
+                                   fmt::format("member {} was fenced; rejoin with memberEpoch 0",
+                                               req.member_id.str()))
+                       : MakeError(ErrorCode::kUnknownMemberId,
+                                   fmt::format("member {} is not in the group; rejoin with "
+                                               "memberEpoch 0",
+                                               req.member_id.str()));
+      return CommitHeartbeat(stored, std::move(w), env, plan);
+    }
+    if (mem->fenced || req.member_epoch < mem->epoch.value() ||
+        (req.member_epoch > mem->epoch.value() && !regression)) {
+      Settle(w);
+      plan.error = MakeError(
+          ErrorCode::kFencedMemberEpoch,
+          fmt::format("memberEpoch {} is fenced (current {}{}); drop all shards and rejoin",
+                      req.member_epoch, mem->epoch.value(), mem->fenced ? ", fenced" : ""));
+      return CommitHeartbeat(stored, std::move(w), env, plan);
+    }
+  }
+
+  // ── a live member's heartbeat (or join) ──
+  w.liveness.set.emplace_back(req.member_id.str(), deadline);
+  ApplyRevokedReports(w, req.member_id, req.revoking_shards);
+  plan.conflicts = Conflicts(m, req.member_id, req);
+  if (regression) StartRoundIfNeeded(w);
+  if (m.round) {
+    for (int32_t s : plan.conflicts) RecordBlocker(w, s, req.member_id, 0);
+    // Synced: the member reports a version of this lineage at or after the round began.
+    const bool synced = !regression && req.metadata_version >= m.round->started_version.value() &&
+                        m.round->started_version.value() != 0;
+    if (synced) {
+      auto& sv = m.round->synced;
+      auto it = std::lower_bound(sv.begin(), sv.end(), req.member_id);
+      if (it == sv.end() || *it != req.member_id) sv.insert(it, req.member_id);
+    } else {
+      plan.sync = true;
+    }
+  }
+  Settle(w);
+  return CommitHeartbeat(stored, std::move(w), env, plan);
+}
+
+Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, const Env& env) {
+  Work w{stored, {}, {}, env.now_ms};
+  ApplyTime(w, live);
+  Settle(w);
+  return Commit<Unit>(stored, std::move(w), env, Unit{});
+}
+
+Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,
+                                        const std::string& observed_lineage) {
+  Work w{stored, {}, {}, 0};
+  const VersionCheck vc = CheckClientVersion(stored, observed_version, observed_lineage);
+  EmitRegression(w, vc, "producer", observed_version);
+  RoutingResponse r;
+  r.metadata_version = stored.version.value();
+  r.lineage = stored.lineage;
+  r.shard_count = stored.shard_count;
+  for (int32_t s = 0; s < stored.shard_count; ++s) {
+    r.shards.push_back(RoutingShard{s, ShardStreamKey(stored.key.stream, s)});
+  }
+  r.routing_lease_ms = stored.config.routing_lease_ms;
+  r.refresh_interval_ms = stored.config.routing_refresh_ms;
+  r.sync = IsRegression(vc);
+  return Decision<RoutingResponse>{std::nullopt, {}, r, std::move(w.events)};
+}
+
+Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env) {
+  if (!IsValidStreamName(req.stream)) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     "stream must match [A-Za-z0-9._:-]{1,200}");
+  }
+  if (!IsValidGroupName(req.group)) {
+    return MakeError(ErrorCode::kInvalidRequest, "group must match [A-Za-z0-9._-]{1,128}");
+  }
+  if (req.shard_count < 1 || req.shard_count > kMaxShards) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("shardCount must be between 1 and {}", kMaxShards));
+  }
+  RSC_RETURN_IF_ERROR(ValidateConfig(req.config));
+  GroupMetadata m;
+  m.key = GroupKey{req.stream, req.group};
+  m.shard_count = req.shard_count;
+  m.config = req.config;
+  m.version = MetadataVersion(1);
+  m.lineage = env.fresh_lineage;
+  m.lineage_history = {LineageEntry{m.version, m.lineage}};
+  m.assignment_epoch = AssignmentEpoch(1);
+  m.created_ms = env.now_ms;
+  m.updated_ms = env.now_ms;
+  m.shards.resize(static_cast<size_t>(req.shard_count));
+  RSC_RETURN_IF_ERROR(CheckInvariants(m));
+  return m;
+}
+
+Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& live,
+                                const PatchGroupRequest& req, const Env& env) {
+  Work w{stored, {}, {}, env.now_ms};
+  GroupMetadata& m = w.next;
+  if (req.shard_count) {
+    const int32_t n = *req.shard_count;
+    if (n < m.shard_count) {
+      return {std::nullopt, {},
+              MakeError(ErrorCode::kInvalidRequest,
+                        fmt::format("shardCount may only grow in v1 ({} -> {})", m.shard_count,
+                                    n)),
+              {}};
+    }
+    if (n > kMaxShards) {
+      return {std::nullopt, {},
+              MakeError(ErrorCode::kInvalidRequest,
+                        fmt::format("shardCount must be at most {}", kMaxShards)),
+              {}};
+    }
+    m.shard_count = n;
+    m.shards.resize(static_cast<size_t>(n));
+  }
+  if (req.config) {
+    Status st = ValidateConfig(*req.config);
+    if (!st.ok()) return {std::nullopt, {}, st.error(), {}};
+    m.config = *req.config;
+  }
+  ApplyTime(w, live);
+  Settle(w);
+  Decision<GroupView> d = Commit<GroupView>(stored, std::move(w), env, GroupView{});
+  d.response = MakeGroupView(d.next ? *d.next : stored, StoreRevision(0), live, env.now_ms);
+  return d;
+}
+
+Decision<Unit> DecideFence(const GroupMetadata& stored, const Liveness& live,
+                           const MemberId& member, const Env& env) {
+  Work w{stored, {}, {}, env.now_ms};
+  ApplyTime(w, live);
+  Member* mem = w.next.FindMember(member);
+  if (!mem) {
+    return {std::nullopt, {},
+            MakeError(ErrorCode::kUnknownMemberId,
+                      fmt::format("member {} is not in the group", member.str())),
+            {}};
+  }
+  // Its shards are released when it expires (its heartbeats are refused from now on, so
+  // its lease runs out), or at once for shards already draining past the timeout.
+  FenceMember(w, *mem, "fenced by operator");
+  Settle(w);
+  return Commit<Unit>(stored, std::move(w), env, Unit{});
+}
+
+Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& env) {
+  RSC_RETURN_IF_ERROR(CheckInvariants(imported));
+  GroupMetadata m = imported;
+  // A restore starts a new lineage (L2): the history holds only the restored version, so
+  // every client that saw any other (version, token) is answered with SYNC_METADATA.
+  m.version = MetadataVersion(imported.version.value() + 1);
+  m.lineage = env.fresh_lineage;
+  m.lineage_history = {LineageEntry{m.version, m.lineage}};
+  m.updated_ms = env.now_ms;
+  RSC_RETURN_IF_ERROR(CheckInvariants(m));
+  return m;
+}
+
+GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Liveness& live,
+                        TimeMs now_ms) {
+  GroupView v;
+  v.stream = m.key.stream;
+  v.group = m.key.group;
+  v.revision = revision.value();
+  v.metadata_version = m.version.value();
+  v.lineage = m.lineage;
+  v.assignment_epoch = m.assignment_epoch.value();
+  v.shard_count = m.shard_count;
+  v.config = m.config;
+  for (const Member& mem : m.members) {
+    MemberShards sh = ShardsOf(m, mem.id);
+    MemberView mv;
+    mv.member_id = mem.id.str();
+    mv.member_epoch = mem.epoch.value();
+    mv.instance_id = mem.instance_id;
+    mv.assigned_shards = std::move(sh.assigned);
+    mv.pending_shards = std::move(sh.pending);
+    mv.revoking_shards = std::move(sh.revoke);
+    auto it = live.deadline_ms.find(mem.id.str());
+    mv.lease_remaining_ms = it == live.deadline_ms.end() ? 0 : std::max<TimeMs>(0, it->second - now_ms);
+    mv.leaving = mem.leaving;
+    mv.fenced = mem.fenced;
+    v.members.push_back(std::move(mv));
+  }
+  v.correction_round = m.round;
+  for (int32_t s = 0; s < m.shard_count; ++s) {
+    v.shards.push_back(RoutingShard{s, ShardStreamKey(m.key.stream, s)});
+  }
+  return v;
+}
+
+}  // namespace rsc

@@ -1,0 +1,137 @@
+#pragma once
+// The coordinator core: pure decisions over the Redis-recorded group state machine.
+//
+// ── Why it looks like this ────────────────────────────────────────────────────────
+// The coordinator is stateless; Redis holds every decision (SPEC §3). Each workflow is
+//   lock → load → Decide*(stored, request, env) → CAS write → respond from the written state
+// and every function here is the middle step: a pure function of the loaded metadata,
+// the loaded liveness deadlines, the request and `env` (the frozen `now` plus a fresh
+// random lineage token chosen by the shell). No I/O, no clock, no RNG: the same inputs
+// give the same outputs, which is what lets tests and the simulator run it directly.
+//
+// A response is a *view* of the committed state, never a one-shot command (R3.3): the
+// decision computes `next` and derives the response from `next`. If the write fails the
+// response is discarded; if the write succeeds and the response is lost, the retried
+// request loads `next` and gets the same view again (scenarios 1, 3, 7).
+//
+// ── The ownership model ──────────────────────────────────────────────────────────
+// Every shard has an `owner` (the member allowed to read it) and a `target` (where the
+// sticky balanced assignment wants it). For member m:
+//   assignedShards = { s : owner=m ∧ target=m }      may read
+//   revokeShards   = { s : owner=m ∧ target≠m }      DRAIN: stop reading, report REVOKED
+//   pendingShards  = { s : target=m ∧ owner≠m }      wait: someone else still holds it
+// A shard passes from owner A to target B only when A reported it REVOKED, A expired, or
+// A was fenced after draining past the rebalance timeout (K1). Because a consumer's
+// assignment lease (from its heartbeat's send time) is shorter than the member lease the
+// coordinator records from the heartbeat's arrival, an expired member has already
+// stopped reading (K2).
+//
+// ── A rebalance, as a timeline ───────────────────────────────────────────────────
+//   t0  A owns {0,1,2,3}                         target A:{0,1,2,3}
+//   t1  B joins            write: target A:{0,1} B:{2,3}, epoch+1; B gets pending {2,3}
+//   t2  A heartbeats       response: DRAIN revoke [2,3] (derived from the written state)
+//   t3  A finishes in-flight work for 2,3, XACKs, heartbeats revoking [2:REVOKED,3:REVOKED]
+//                          write: owner(2)=owner(3)=B
+//   t4  B heartbeats       response: OK assigned [2,3] → B starts reading (C2)
+// A lost response at t2 or t3 is harmless: the next heartbeat sees the same state.
+//
+// ── Metadata regression (M1–M10) ─────────────────────────────────────────────────
+// Redis can lose recent writes (failover, restore). A client that reports a version above
+// the stored one, or a version/lineage pair the stored history does not know (M8), has
+// seen state Redis no longer has. The coordinator never trusts the client to rebuild it:
+// it records a correction round, answers SYNC_METADATA with the stored truth, records as
+// blockers the shards members claim against the stored ownership, and returns OK again
+// only when every live member has synced and every blocker has released, expired or been
+// fenced (M6). Until then no member starts new reads.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/liveness.h"
+#include "core/metadata.h"
+#include "core/protocol.h"
+#include "core/result.h"
+
+namespace rsc {
+
+// Frozen inputs a shell supplies per attempt.
+struct Env {
+  TimeMs now_ms = 0;
+  std::string fresh_lineage;  // token for the version this decision commits, if it commits
+};
+
+// Facts a decision reports for logs and metrics (SPEC §11). Never affects the state.
+enum class EventKind {
+  kMemberJoined,
+  kMemberRejoined,        // rejoin of a known member id or tombstone (epoch raised)
+  kStaticMemberReplaced,  // instanceId took over an old member's place (no rebalance)
+  kMemberLeft,
+  kMemberExpired,
+  kMemberFenced,
+  kVersionRegression,  // client version > stored (M2, M9)
+  kLineageDivergence,  // same/windowed version, other lineage token (M8)
+  kRoundStarted,
+  kRoundEnded,
+  kBlockerRecorded,
+  kStaleRevokeIgnored,
+  kShardReleased,
+  kShardAssigned,
+  kTargetChanged,
+};
+std::string_view EventKindName(EventKind k);
+
+struct Event {
+  EventKind kind;
+  std::string member;
+  int32_t shard = -1;
+  std::string detail;
+};
+
+template <class R>
+struct Decision {
+  std::optional<GroupMetadata> next;  // nullopt: the aggregate is not written
+  LivenessUpdate liveness;            // written atomically with the revision check
+  Result<R> response;
+  std::vector<Event> events;
+};
+
+// Heartbeat, join (member_epoch 0) and leave (member_epoch -1): SPEC §4.
+Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const Liveness& live,
+                                            const HeartbeatRequest& req, const Env& env);
+
+// Periodic maintenance: expiry, rebalance-timeout fencing, blocker expiry, round
+// completion. Response is Unit; `next` set only when something changed.
+Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, const Env& env);
+
+// Producer routing refresh (§5.1). Never writes (I3); `sync` per R5.1.
+Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,
+                                        const std::string& observed_lineage);
+
+// Admin: create a new group aggregate (validated names, shard count, config).
+Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env);
+// Admin PATCH: shard count may only grow; config validated. Revision checked by caller.
+Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& live,
+                                const PatchGroupRequest& req, const Env& env);
+// Admin fence of one member (§9).
+Decision<Unit> DecideFence(const GroupMetadata& stored, const Liveness& live,
+                           const MemberId& member, const Env& env);
+// Operator restore (L2): the imported aggregate under a fresh lineage whose history
+// holds only the new version, so every client that saw anything else resyncs.
+Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& env);
+
+// Read-only group view (§9), with leaseRemainingMs from the full liveness map.
+GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Liveness& live,
+                        TimeMs now_ms);
+
+// Shard sets of one member derived from the ownership model above.
+struct MemberShards {
+  std::vector<int32_t> assigned, pending, revoke;
+};
+MemberShards ShardsOf(const GroupMetadata& m, const MemberId& id);
+
+// Classification of a client's (version, lineage) against the stored history (M2, M8).
+enum class VersionCheck { kCurrent, kLagging, kAhead, kDiverged };
+VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version, const std::string& lineage);
+
+}  // namespace rsc

@@ -1,0 +1,31 @@
+#pragma once
+// Member heartbeat deadlines, kept in Redis apart from the aggregate so a heartbeat that
+// changes nothing does not rewrite the whole aggregate (SPEC I1, R3.5).
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+
+namespace rsc {
+
+// What the store loaded. Contract: `deadline_ms` holds at least every member whose
+// deadline is <= the load's `now`. When `complete` is true it holds every recorded
+// member, and an aggregate member missing from it has no deadline at all (liveness lost)
+// and is treated as expired. When `complete` is false, a member missing from the map
+// is known to have a deadline in the future.
+struct Liveness {
+  std::map<std::string, TimeMs> deadline_ms;
+  bool complete = true;
+};
+
+// What a decision asks the store to write, atomically with the revision check.
+// No id appears in both lists.
+struct LivenessUpdate {
+  std::vector<std::pair<std::string, TimeMs>> set;  // member -> new deadline
+  std::vector<std::string> remove;
+  bool empty() const { return set.empty() && remove.empty(); }
+};
+
+}  // namespace rsc

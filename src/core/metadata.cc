@@ -1,0 +1,140 @@
+#include "core/metadata.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace rsc {
+
+namespace {
+constexpr int64_t kMaxDurationMs = 24LL * 3600 * 1000;
+}  // namespace
+
+Status ValidateConfig(const GroupConfig& c) {
+  auto bad = [](std::string msg) -> Status { return MakeError(ErrorCode::kInvalidRequest, msg); };
+  struct Field {
+    const char* name;
+    int64_t value;
+  };
+  for (const Field& f : {Field{"heartbeatIntervalMs", c.heartbeat_interval_ms},
+                         Field{"memberLeaseMs", c.member_lease_ms},
+                         Field{"assignmentLeaseMs", c.assignment_lease_ms},
+                         Field{"rebalanceTimeoutMs", c.rebalance_timeout_ms},
+                         Field{"routingLeaseMs", c.routing_lease_ms},
+                         Field{"routingRefreshMs", c.routing_refresh_ms}}) {
+    if (f.value < 10 || f.value > kMaxDurationMs) {
+      return bad(fmt::format("config.{} must be between 10 and {} ms, got {}", f.name,
+                             kMaxDurationMs, f.value));
+    }
+  }
+  // K2: a member the coordinator expires must already have stopped reading.
+  if (c.assignment_lease_ms > c.member_lease_ms - kMinLeaseMarginMs) {
+    return bad(fmt::format(
+        "config.assignmentLeaseMs ({}) must be at most memberLeaseMs ({}) minus the {} ms "
+        "safety margin (SPEC K2)",
+        c.assignment_lease_ms, c.member_lease_ms, kMinLeaseMarginMs));
+  }
+  // At least two heartbeats fit in a lease, so one lost response does not stop a consumer.
+  if (c.heartbeat_interval_ms * 2 > c.assignment_lease_ms) {
+    return bad(fmt::format(
+        "config.heartbeatIntervalMs ({}) must be at most half of assignmentLeaseMs ({})",
+        c.heartbeat_interval_ms, c.assignment_lease_ms));
+  }
+  // Fencing a member that drains too long releases its revoking shards at once; that is
+  // safe only if by then any heartbeat it made successfully carried the DRAIN.
+  if (c.rebalance_timeout_ms < c.member_lease_ms) {
+    return bad(fmt::format("config.rebalanceTimeoutMs ({}) must be at least memberLeaseMs ({})",
+                           c.rebalance_timeout_ms, c.member_lease_ms));
+  }
+  if (c.routing_refresh_ms >= c.routing_lease_ms) {
+    return bad(fmt::format("config.routingRefreshMs ({}) must be below routingLeaseMs ({})",
+                           c.routing_refresh_ms, c.routing_lease_ms));
+  }
+  return OkStatus();
+}
+
+const Member* GroupMetadata::FindMember(const MemberId& id) const {
+  auto it = std::lower_bound(members.begin(), members.end(), id,
+                             [](const Member& m, const MemberId& k) { return m.id < k; });
+  return (it != members.end() && it->id == id) ? &*it : nullptr;
+}
+
+Member* GroupMetadata::FindMember(const MemberId& id) {
+  return const_cast<Member*>(std::as_const(*this).FindMember(id));
+}
+
+const Tombstone* GroupMetadata::FindTombstone(const MemberId& id) const {
+  for (const Tombstone& t : tombstones) {
+    if (t.id == id) return &t;
+  }
+  return nullptr;
+}
+
+std::string ShardStreamKey(const std::string& stream, int32_t shard) {
+  return fmt::format("{{{}:{}}}", stream, shard);
+}
+
+Status CheckInvariants(const GroupMetadata& m) {
+  auto bad = [](std::string msg) -> Status {
+    return MakeError(ErrorCode::kMetadataUnreadable, std::move(msg));
+  };
+  if (m.shard_count < 1) return bad(fmt::format("shardCount {} < 1", m.shard_count));
+  if (static_cast<int64_t>(m.shards.size()) != m.shard_count) {
+    return bad(fmt::format("shards has {} entries, shardCount is {}", m.shards.size(),
+                           m.shard_count));
+  }
+  for (size_t i = 0; i < m.members.size(); ++i) {
+    if (m.members[i].id.empty()) return bad("member with empty id");
+    if (i > 0 && !(m.members[i - 1].id < m.members[i].id)) {
+      return bad("members not sorted by id or duplicated: " + m.members[i].id.str());
+    }
+    if (m.members[i].epoch.value() < 1) return bad("member epoch < 1: " + m.members[i].id.str());
+  }
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    const ShardState& sh = m.shards[s];
+    if (!sh.owner.empty() && !m.FindMember(MemberId(sh.owner))) {
+      return bad(fmt::format("shard {} owner {} is not a member", s, sh.owner));
+    }
+    if (!sh.target.empty()) {
+      const Member* t = m.FindMember(MemberId(sh.target));
+      if (!t) return bad(fmt::format("shard {} target {} is not a member", s, sh.target));
+      if (t->fenced || t->leaving) {
+        return bad(fmt::format("shard {} targets fenced/leaving member {}", s, sh.target));
+      }
+    }
+    const bool revoking = !sh.owner.empty() && sh.owner != sh.target;
+    if (revoking != (sh.revoke_since_ms != 0)) {
+      return bad(fmt::format("shard {} revokeSinceMs inconsistent with owner/target", s));
+    }
+  }
+  if (m.lineage_history.empty() || m.lineage_history.size() > kLineageWindow) {
+    return bad(fmt::format("lineageHistory size {} out of range", m.lineage_history.size()));
+  }
+  for (size_t i = 1; i < m.lineage_history.size(); ++i) {
+    if (m.lineage_history[i].version.value() != m.lineage_history[i - 1].version.value() + 1) {
+      return bad("lineageHistory versions are not contiguous");
+    }
+  }
+  if (m.lineage_history.back().version != m.version ||
+      m.lineage_history.back().token != m.lineage) {
+    return bad("lineageHistory does not end with (metadataVersion, lineage)");
+  }
+  if (m.tombstones.size() > kTombstoneLimit) return bad("too many tombstones");
+  for (const Tombstone& t : m.tombstones) {
+    if (m.FindMember(t.id)) return bad("tombstone for a live member " + t.id.str());
+  }
+  if (m.round) {
+    for (const Blocker& b : m.round->blockers) {
+      if (b.shard.value() < 0 || b.shard.value() >= m.shard_count) {
+        return bad(fmt::format("blocker shard {} out of range", b.shard.value()));
+      }
+    }
+    if (!std::is_sorted(m.round->synced.begin(), m.round->synced.end())) {
+      return bad("correctionRound.synced not sorted");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace rsc

@@ -1,0 +1,131 @@
+#pragma once
+// The group aggregate stored as JSON in the `aggregate` field of
+// redis-stream:coord:{P:G}:metadata (SPEC R2.1). Pure data; see decide.h for the rules
+// that change it and codec.h for its JSON form.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/types.h"
+
+namespace rsc {
+
+// Versions of the stored form. A coordinator refuses (METADATA_UNREADABLE, SPEC L3/M7)
+// any hash whose schemaVersion or layoutVersion it does not know.
+inline constexpr int kSchemaVersion = 1;
+inline constexpr int kLayoutVersion = 1;
+
+// How many (version, lineage token) pairs the aggregate keeps (SPEC M8: at least 64).
+inline constexpr size_t kLineageWindow = 64;
+// How many departed members' last epochs are remembered so a rejoin raises the epoch
+// (K5) and a zombie gets FENCED_MEMBER_EPOCH rather than a fresh identity.
+inline constexpr size_t kTombstoneLimit = 256;
+// Minimum gap between assignmentLeaseMs and memberLeaseMs (K2's safety margin).
+inline constexpr int64_t kMinLeaseMarginMs = 1000;
+// Largest shard count a group may have.
+inline constexpr int32_t kMaxShards = 4096;
+
+struct GroupConfig {
+  int64_t heartbeat_interval_ms = 1000;
+  int64_t member_lease_ms = 10000;
+  int64_t assignment_lease_ms = 8000;
+  int64_t rebalance_timeout_ms = 30000;
+  int64_t routing_lease_ms = 30000;
+  int64_t routing_refresh_ms = 5000;
+  bool operator==(const GroupConfig&) const = default;
+};
+
+// Rejects invalid combinations with a message naming the rule (SPEC §9, K2).
+Status ValidateConfig(const GroupConfig& c);
+
+// One shard's ownership. `owner` may read the shard; if `target` differs, the owner has
+// been told to drain it since `revoke_since_ms`. A free shard (owner empty) with a
+// target is handed to the target in the same write unless a correction-round blocker
+// holds it (K1).
+struct ShardState {
+  std::string owner;
+  std::string target;
+  TimeMs revoke_since_ms = 0;
+  bool operator==(const ShardState&) const = default;
+};
+
+struct Member {
+  MemberId id;
+  std::string instance_id;  // empty = dynamic member
+  MemberEpoch epoch{1};
+  TimeMs joined_ms = 0;
+  bool leaving = false;  // asked to leave; gets no targets, removed once it owns nothing
+  bool fenced = false;   // heartbeats refused with FENCED_MEMBER_EPOCH until it rejoins
+  bool operator==(const Member&) const = default;
+};
+
+// A departed member (expired, fenced away, replaced, left): its last epoch.
+struct Tombstone {
+  MemberId id;
+  MemberEpoch epoch;
+  bool fenced = false;  // true: later heartbeats get FENCED_MEMBER_EPOCH, else UNKNOWN_MEMBER_ID
+  bool left = false;    // left cleanly: a retried leave or heartbeat is answered "left" again
+  TimeMs at_ms = 0;
+  bool operator==(const Tombstone&) const = default;
+};
+
+// A member that reported a shard as owned against the stored ownership during a
+// correction round (M5). The shard is not handed to anyone while a blocker holds it.
+struct Blocker {
+  ShardId shard;
+  MemberId member;
+  // For a member unknown to the stored state: when its lease must have ended. 0 = the
+  // member is known; the blocker then lasts until it reports REVOKED or leaves the group.
+  TimeMs until_ms = 0;
+  bool operator==(const Blocker&) const = default;
+};
+
+struct CorrectionRound {
+  int64_t id = 0;
+  TimeMs started_ms = 0;
+  MetadataVersion started_version;  // stored version right after the round was recorded
+  std::vector<MemberId> synced;     // sorted
+  std::vector<Blocker> blockers;    // sorted by (shard, member)
+  bool operator==(const CorrectionRound&) const = default;
+};
+
+struct LineageEntry {
+  MetadataVersion version;
+  std::string token;
+  bool operator==(const LineageEntry&) const = default;
+};
+
+struct GroupMetadata {
+  GroupKey key;
+  int32_t shard_count = 0;
+  GroupConfig config;
+  MetadataVersion version;  // +1 on every committed aggregate write
+  std::string lineage;      // fresh random token per committed version (M8)
+  std::vector<LineageEntry> lineage_history;  // oldest first; last entry = (version, lineage)
+  AssignmentEpoch assignment_epoch;           // +1 whenever any shard's target changes (K3)
+  TimeMs created_ms = 0;
+  TimeMs updated_ms = 0;
+  std::vector<ShardState> shards;  // size == shard_count
+  std::vector<Member> members;     // sorted by id
+  std::vector<Tombstone> tombstones;  // oldest first, at most kTombstoneLimit
+  std::optional<CorrectionRound> round;
+  int64_t rounds_started = 0;
+  bool operator==(const GroupMetadata&) const = default;
+
+  const Member* FindMember(const MemberId& id) const;
+  Member* FindMember(const MemberId& id);
+  const Tombstone* FindTombstone(const MemberId& id) const;
+};
+
+// The Redis stream key of shard `s` of stream `P`: one hash tag per shard so shards
+// spread across cluster slots (R2.5). Clients read it from routing, never compute it.
+std::string ShardStreamKey(const std::string& stream, int32_t shard);
+
+// Structural invariants every stored aggregate satisfies (used by the codec on load,
+// by decide before writing, and by the property tests). Returns a message on failure.
+Status CheckInvariants(const GroupMetadata& m);
+
+}  // namespace rsc

@@ -1,0 +1,117 @@
+#pragma once
+// Wire-level request and response types of the coordinator API (SPEC §4.1, §5.1, §9).
+// JSON forms live in protocol_json.h; field names there are exactly SPEC's.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/metadata.h"
+
+namespace rsc {
+
+enum class RevokeState { kDraining, kRevoked };
+
+struct RevokingReport {
+  int32_t shard = 0;
+  RevokeState state = RevokeState::kDraining;
+  bool operator==(const RevokingReport&) const = default;
+};
+
+// memberEpoch: 0 = join, -1 = leave, otherwise the epoch the member holds.
+struct HeartbeatRequest {
+  MemberId member_id;
+  int64_t member_epoch = 0;
+  std::string instance_id;
+  int64_t assignment_epoch = 0;
+  int64_t metadata_version = 0;  // highest version the client process observed (C5)
+  std::string lineage;           // token that came with it
+  std::vector<int32_t> owned_shards;
+  std::vector<RevokingReport> revoking_shards;
+  bool operator==(const HeartbeatRequest&) const = default;
+};
+
+enum class HeartbeatStatus { kOk, kRevokePending, kDrain, kSyncMetadata };
+std::string_view HeartbeatStatusName(HeartbeatStatus s);
+
+struct HeartbeatResponse {
+  HeartbeatStatus status = HeartbeatStatus::kOk;
+  MemberId member_id;
+  int64_t member_epoch = 0;
+  int64_t assignment_epoch = 0;
+  int64_t metadata_version = 0;
+  std::string lineage;
+  std::vector<int32_t> assigned_shards;
+  std::vector<int32_t> pending_shards;
+  std::vector<int32_t> revoke_shards;
+  int64_t heartbeat_interval_ms = 0;
+  int64_t assignment_lease_ms = 0;
+  bool operator==(const HeartbeatResponse&) const = default;
+};
+
+struct RoutingShard {
+  int32_t id = 0;
+  std::string stream;
+  bool operator==(const RoutingShard&) const = default;
+};
+
+inline constexpr const char* kRoutingHashName = "jump-xxh64";
+
+struct RoutingResponse {
+  int64_t metadata_version = 0;
+  std::string lineage;
+  int32_t shard_count = 0;
+  std::vector<RoutingShard> shards;
+  std::string hash = kRoutingHashName;
+  int64_t routing_lease_ms = 0;
+  int64_t refresh_interval_ms = 0;
+  bool sync = false;
+  bool operator==(const RoutingResponse&) const = default;
+};
+
+struct CreateGroupRequest {
+  std::string stream;
+  std::string group;
+  int32_t shard_count = 0;
+  GroupConfig config;
+};
+
+struct PatchGroupRequest {
+  int64_t expected_revision = 0;
+  std::optional<int32_t> shard_count;
+  std::optional<GroupConfig> config;
+};
+
+struct MemberView {
+  std::string member_id;
+  int64_t member_epoch = 0;
+  std::string instance_id;
+  std::vector<int32_t> assigned_shards;
+  std::vector<int32_t> pending_shards;
+  std::vector<int32_t> revoking_shards;
+  int64_t lease_remaining_ms = 0;
+  bool leaving = false;
+  bool fenced = false;
+};
+
+// GET /v1/groups/{P}/{G}. `revision` is the store revision (for expectedRevision).
+struct GroupView {
+  std::string stream;
+  std::string group;
+  int64_t revision = 0;
+  int64_t metadata_version = 0;
+  std::string lineage;
+  int64_t assignment_epoch = 0;
+  int32_t shard_count = 0;
+  GroupConfig config;
+  std::vector<MemberView> members;
+  std::optional<CorrectionRound> correction_round;
+  std::vector<RoutingShard> shards;
+};
+
+// Name rules of SPEC R2.4.
+bool IsValidGroupName(std::string_view g);
+bool IsValidStreamName(std::string_view p);
+
+}  // namespace rsc

@@ -1,0 +1,77 @@
+#pragma once
+// MetadataStore port: the few operations the coordinator needs from Redis (SPEC §2).
+// Production: src/redis/redis_store.h (hiredis). Simulation: sim/ fakes. A contract
+// suite runs the same scripts against both.
+//
+// Thread safety: implementations are safe for concurrent use from several threads.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/liveness.h"
+#include "core/metadata.h"
+#include "core/result.h"
+
+namespace rsc {
+
+struct StoredGroup {
+  StoreRevision revision;
+  std::shared_ptr<const GroupMetadata> meta;
+  Liveness liveness;
+};
+
+// Outcome of a compare-and-set. `applied` false = revision conflict (counted, R2.6).
+struct CasOutcome {
+  bool applied = false;
+  StoreRevision revision;  // the revision now stored (new one when applied)
+};
+
+class MetadataStore {
+ public:
+  virtual ~MetadataStore() = default;
+
+  // Loads the group hash and the liveness deadlines due at `now_ms`.
+  // Errors: GROUP_NOT_FOUND (key absent, not in index), METADATA_MISSING (key absent but
+  // indexed), METADATA_UNREADABLE (unknown schema/layout version, corrupt JSON or broken
+  // invariants), REDIS_UNAVAILABLE.
+  virtual Result<StoredGroup> Load(const GroupKey& key, TimeMs now_ms) = 0;
+
+  // One atomic script (R2.6): if the stored revision equals `expected`, write `next`
+  // (when non-null: aggregate, revision+1, schemaVersion, layoutVersion, updatedAt) and
+  // apply `liveness`; otherwise change nothing. A key that vanished is a conflict
+  // (never recreated, L1). Errors: REDIS_UNAVAILABLE, UNKNOWN_RESULT (sent, no reply).
+  virtual Result<CasOutcome> CompareAndSet(const GroupKey& key, StoreRevision expected,
+                                           const GroupMetadata* next,
+                                           const LivenessUpdate& liveness, TimeMs now_ms) = 0;
+
+  // Creates the hash (revision 1) only if absent, adds the index entry, seeds liveness.
+  // Errors: GROUP_EXISTS, REDIS_UNAVAILABLE.
+  virtual Result<StoreRevision> Create(const GroupMetadata& meta, TimeMs now_ms) = 0;
+
+  // Replaces the hash with `meta` whatever is stored (explicit operator restore, L2);
+  // revision continues above any stored one. Adds the index entry.
+  virtual Result<StoreRevision> Restore(const GroupMetadata& meta, TimeMs now_ms) = 0;
+
+  // Deletes the hash, its liveness key and index entry if revision matches.
+  // Errors: REVISION_CONFLICT, GROUP_NOT_FOUND/METADATA_MISSING, REDIS_UNAVAILABLE.
+  virtual Status Delete(const GroupKey& key, StoreRevision expected) = 0;
+
+  // Groups listed in the index (auxiliary, R2.2).
+  virtual Result<std::vector<GroupKey>> ListGroups() = 0;
+
+  // Full liveness map for views (leaseRemainingMs).
+  virtual Result<Liveness> LoadAllLiveness(const GroupKey& key) = 0;
+
+  // Group mutex (R2.7): SET NX PX, released by compare-and-delete. Returns the token,
+  // or nullopt if not acquired within `wait`. The CAS, not the mutex, is what keeps
+  // metadata safe if the mutex expires mid-section.
+  virtual Result<std::optional<std::string>> Lock(const GroupKey& key,
+                                                  std::chrono::milliseconds ttl,
+                                                  std::chrono::milliseconds wait) = 0;
+  virtual Status Unlock(const GroupKey& key, const std::string& token) = 0;
+};
+
+}  // namespace rsc

@@ -1,0 +1,263 @@
+// Property tests over random request sequences against the pure core (SPEC §10 level 1):
+// after every step, no split ownership (K1/K2), structural invariants, balanced targets
+// (K3), and identical answers to a repeated request with no further write (I1).
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "core_harness.h"
+
+namespace rsc::testing {
+namespace {
+
+struct Client {
+  FakeMember fm;
+  TimeMs lease_end = 0;
+  bool alive = true;
+  int generation = 0;
+  // Holds shards under a grant a Redis rollback erased and has not heartbeated since.
+  // No coordinator can know about such a grant until the client reports it (the version
+  // it sends is then ahead and a correction round starts), so the split check leaves
+  // these out; after that report the check covers them again. See docs/design.
+  bool tainted = false;
+};
+
+struct Step {
+  int kind;
+  int who;
+  int arg;
+};
+
+void showValue(const Step& s, std::ostream& os) {
+  static const char* kNames[] = {"hb", "hb", "hb", "hb", "hb-lost", "advance", "tick",
+                                 "crash", "leave", "coord-crash", "fence", "grow",
+                                 "snapshot", "rollback"};
+  os << kNames[s.kind] << "(" << s.who << "," << s.arg << ")";
+}
+
+struct Model {
+  CoreHarness h;
+  std::vector<Client> clients;
+  std::optional<CoreHarness::Snapshot> snapshot;
+  bool allow_rollback;
+
+  Model(int32_t shards, int n, bool rollback) : h(shards), allow_rollback(rollback) {
+    for (int i = 0; i < n; ++i) {
+      Client c;
+      c.fm.id = "m" + std::to_string(i) + "-0";
+      if (i % 2 == 0) c.fm.instance = "inst-" + std::to_string(i);
+      clients.push_back(c);
+    }
+  }
+
+  void FailClosed() {
+    for (Client& c : clients) {
+      if (c.lease_end <= h.now()) c.fm.owned.clear();  // C4: stop every read at lease end
+    }
+  }
+
+  void Heartbeat(Client& c, bool lose) {
+    if (!c.alive) return;
+    const TimeMs sent = h.now();
+    const HeartbeatRequest req = c.fm.Request();
+    auto r = h.Heartbeat(req);
+    CheckRepeatIsIdentical(req, r);
+    if (lose) return;
+    if (!r.ok()) {
+      RC_ASSERT(r.error().code == ErrorCode::kUnknownMemberId ||
+                r.error().code == ErrorCode::kFencedMemberEpoch);
+      c.fm.Forget();  // drop all shards now, rejoin
+      return;
+    }
+    if (r->member_epoch == -1) {  // left
+      c.alive = false;
+      c.fm.owned.clear();
+      return;
+    }
+    c.lease_end = sent + r->assignment_lease_ms;  // C1: from send time
+    c.fm.Observe(*r);
+    c.tainted = false;
+  }
+
+  void CheckRepeatIsIdentical(const HeartbeatRequest& req, const Result<HeartbeatResponse>& r) {
+    auto again = DecideHeartbeat(h.meta(), h.Live(), req, Env{h.now(), "repeat"});
+    RC_ASSERT(again.response.ok() == r.ok());
+    if (r.ok()) {
+      RC_ASSERT(again.response.value() == r.value());
+    } else {
+      RC_ASSERT(again.response.error().code == r.error().code);
+    }
+    RC_ASSERT(!again.next.has_value());
+  }
+
+  void Apply(const Step& st) {
+    Client& c = clients[static_cast<size_t>(st.who) % clients.size()];
+    switch (st.kind) {
+      case 0: case 1: case 2: case 3:
+        Heartbeat(c, false);
+        break;
+      case 4:
+        Heartbeat(c, true);
+        break;
+      case 5:
+        h.Advance(st.arg % 4000);
+        break;
+      case 6:
+        h.Tick();
+        break;
+      case 7: {  // process crash; restart with a new member id (same instance id)
+        c.fm.Forget();
+        c.lease_end = 0;
+        c.alive = true;
+        c.fm.id = c.fm.id.substr(0, c.fm.id.find('-')) + "-" + std::to_string(++c.generation);
+        c.fm.version = 0;
+        c.fm.lineage.clear();
+        break;
+      }
+      case 8: {  // clean leave: drain everything, then leave
+        if (!c.alive || c.fm.epoch <= 0) break;
+        for (int32_t s : c.fm.owned) c.fm.revoking.push_back({s, RevokeState::kRevoked});
+        c.fm.owned.clear();
+        HeartbeatRequest req = c.fm.Request();
+        req.member_epoch = -1;
+        auto r = h.Heartbeat(req);
+        CheckRepeatIsIdentical(req, r);
+        if (r.ok() && r->member_epoch == -1) c.alive = false;
+        break;
+      }
+      case 9:
+        (void)h.HeartbeatCrashBeforeWrite(c.fm.Request());
+        break;
+      case 10: {
+        auto d = DecideFence(h.meta(), h.Live(), MemberId(c.fm.id), h.NextEnv());
+        h.Apply(d);
+        break;
+      }
+      case 11: {
+        PatchGroupRequest p;
+        p.shard_count = h.meta().shard_count + 1 + st.arg % 3;
+        if (*p.shard_count <= 24) h.Apply(DecidePatch(h.meta(), h.Live(), p, h.NextEnv()));
+        break;
+      }
+      case 12:
+        if (allow_rollback) snapshot = h.Save();
+        break;
+      case 13:
+        if (allow_rollback && snapshot) {
+          h.RollbackTo(*snapshot);
+          for (Client& x : clients) {
+            const VersionCheck vc = CheckClientVersion(h.meta(), x.fm.version, x.fm.lineage);
+            if (vc == VersionCheck::kAhead || vc == VersionCheck::kDiverged) x.tainted = true;
+          }
+        }
+        break;
+    }
+    FailClosed();
+  }
+
+  void CheckInvariantsHold() {
+    Status st = CheckInvariants(h.meta());
+    RC_ASSERT(st.ok());
+    // No split ownership: a shard is read by at most one client holding a lease.
+    std::map<int32_t, std::vector<std::string>> readers;
+    for (const Client& c : clients) {
+      if (!c.alive || c.lease_end <= h.now() || c.tainted) continue;
+      for (int32_t s : c.fm.owned) readers[s].push_back(c.fm.id);
+    }
+    for (const auto& [s, who] : readers) {
+      if (who.size() > 1) {
+        RC_FAIL("split ownership of shard " + std::to_string(s) + " by " + who[0] + " and " +
+                who[1] + " at t=" + std::to_string(h.now()));
+      }
+    }
+    // K3: balanced targets among eligible members.
+    std::map<std::string, int> load;
+    for (const Member& m : h.meta().members) {
+      if (!m.fenced && !m.leaving) load[m.id.str()] = 0;
+    }
+    for (const ShardState& s : h.meta().shards) {
+      if (load.empty()) {
+        RC_ASSERT(s.target.empty());
+      } else {
+        RC_ASSERT(!s.target.empty());
+        load[s.target]++;
+      }
+    }
+    if (!load.empty()) {
+      int lo = INT32_MAX, hi = 0;
+      for (const auto& [id, n] : load) {
+        lo = std::min(lo, n);
+        hi = std::max(hi, n);
+      }
+      RC_ASSERT(hi - lo <= 1);
+    }
+  }
+};
+
+rc::Gen<Step> GenStep() {
+  return rc::gen::build<Step>(rc::gen::set(&Step::kind, rc::gen::inRange(0, 14)),
+                              rc::gen::set(&Step::who, rc::gen::inRange(0, 8)),
+                              rc::gen::set(&Step::arg, rc::gen::inRange(0, 100000)));
+}
+
+RC_GTEST_PROP(CoreProperties, NoSplitOwnershipBalancedTargetsIdempotentAnswers, ()) {
+  const int32_t shards = *rc::gen::inRange(1, 13);
+  const int members = *rc::gen::inRange(1, 6);
+  const auto steps = *rc::gen::container<std::vector<Step>>(GenStep());
+  Model model(shards, members, /*rollback=*/false);
+  for (const Step& st : steps) {
+    model.Apply(st);
+    model.CheckInvariantsHold();
+  }
+}
+
+RC_GTEST_PROP(CoreProperties, NoSplitOwnershipEvenWithRedisRollbacks, ()) {
+  const int32_t shards = *rc::gen::inRange(1, 9);
+  const int members = *rc::gen::inRange(1, 5);
+  const auto steps = *rc::gen::container<std::vector<Step>>(GenStep());
+  Model model(shards, members, /*rollback=*/true);
+  for (const Step& st : steps) {
+    model.Apply(st);
+    model.CheckInvariantsHold();
+  }
+}
+
+// Liveness: with well-behaved members heartbeating and no faults, every shard ends up
+// read by exactly one member within a bounded number of heartbeat rounds.
+RC_GTEST_PROP(CoreProperties, ConvergesWhenFaultsStop, ()) {
+  const int32_t shards = *rc::gen::inRange(1, 13);
+  const int members = *rc::gen::inRange(1, 6);
+  const auto steps = *rc::gen::container<std::vector<Step>>(GenStep());
+  Model model(shards, members, /*rollback=*/true);
+  for (const Step& st : steps) model.Apply(st);
+  for (Client& c : model.clients) {
+    if (!c.alive) c.fm.Forget();  // those that left rejoin
+    c.alive = true;
+  }
+  // Enough rounds for expiry of ghosts (member lease), a correction round and handoffs.
+  for (int round = 0; round < 40; ++round) {
+    model.h.Advance(500);
+    for (Client& c : model.clients) {
+      if (!c.alive) {  // a late leave completed: the process joins again
+        c.fm.Forget();
+        c.alive = true;
+      }
+      model.Heartbeat(c, false);
+    }
+    model.FailClosed();
+    model.CheckInvariantsHold();
+  }
+  std::set<int32_t> read;
+  for (const Client& c : model.clients) {
+    for (int32_t s : c.fm.owned) read.insert(s);
+  }
+  RC_ASSERT(static_cast<int32_t>(read.size()) == model.h.meta().shard_count);
+  RC_ASSERT(!model.h.meta().round.has_value());
+}
+
+}  // namespace
+}  // namespace rsc::testing

@@ -1,0 +1,260 @@
+// SPEC §10.1 priority scenarios, driven through the pure coordinator core. Each test name
+// says which scenario it is. Client-side halves of 2, 8 and 10 live with the client cores.
+
+#include <gtest/gtest.h>
+
+#include "core_harness.h"
+
+namespace rsc::testing {
+namespace {
+
+using S = HeartbeatStatus;
+
+// Two members A and B sharing 4 shards after A owned them all.
+struct Rebalanced {
+  CoreHarness h{4};
+  FakeMember a{"A"}, b{"B"};
+  HeartbeatResponse a_drain;
+
+  Rebalanced() {
+    a.Observe(Ok(h.Heartbeat(a.Request())));  // join → all 4
+    a.Observe(Ok(h.Heartbeat(a.Request())));  // OK → starts reading
+    EXPECT_EQ(a.owned, V({0, 1, 2, 3}));
+    b.Observe(Ok(h.Heartbeat(b.Request())));  // join → target split, pending
+  }
+};
+
+TEST(Scenario01, DrainWrittenResponseLostNextHeartbeatGetsSameDrain) {
+  Rebalanced t;
+  const auto req = t.a.Request();
+  const int writes = t.h.writes();
+  auto first = Ok(t.h.Heartbeat(req));  // response lost
+  EXPECT_EQ(first.status, S::kDrain);
+  EXPECT_EQ(first.revoke_shards, V({2, 3}));
+  auto again = Ok(t.h.Heartbeat(req));
+  EXPECT_EQ(again, first) << "a repeated heartbeat must get the same recorded DRAIN (R3.3)";
+  EXPECT_EQ(t.h.writes(), writes) << "the DRAIN was recorded at B's join; heartbeats write nothing";
+}
+
+TEST(Scenario02, CoordinatorDownAfterDrainShardStaysRevokingInRedis) {
+  Rebalanced t;
+  auto drain = Ok(t.h.Heartbeat(t.a.Request()));
+  ASSERT_EQ(drain.status, S::kDrain);
+  // Coordinator unavailable for a while (no requests), then back: nothing moved forward,
+  // the shard is still A's to release and B still only has it pending.
+  t.h.Advance(5000);
+  auto b = Ok(t.h.Heartbeat(t.b.Request()));
+  EXPECT_EQ(b.status, S::kRevokePending);
+  EXPECT_EQ(b.pending_shards, V({2, 3}));
+  EXPECT_TRUE(b.assigned_shards.empty());
+  // A that (wrongly) still reports 2 and 3 as owned is told again to drain them.
+  auto again = Ok(t.h.Heartbeat(t.a.Request()));
+  EXPECT_EQ(again.status, S::kDrain);
+  EXPECT_EQ(again.revoke_shards, V({2, 3}));
+}
+
+TEST(Scenario03, RevokedWrittenResponseLostNewOwnerGetsShardNextHeartbeat) {
+  Rebalanced t;
+  t.a.Observe(Ok(t.h.Heartbeat(t.a.Request())));  // DRAIN → drains instantly
+  auto revoked_req = t.a.Request();
+  ASSERT_EQ(revoked_req.revoking_shards.size(), 2u);
+  (void)Ok(t.h.Heartbeat(revoked_req));  // REVOKED written, response lost
+  auto b = Ok(t.h.Heartbeat(t.b.Request()));
+  EXPECT_EQ(b.status, S::kOk);
+  EXPECT_EQ(b.assigned_shards, V({2, 3}));
+  // A's retry of the lost request is harmless (I2) and A is no longer told to drain.
+  auto retry = Ok(t.h.Heartbeat(revoked_req));
+  EXPECT_EQ(retry.status, S::kOk);
+  EXPECT_EQ(retry.assigned_shards, V({0, 1}));
+}
+
+TEST(Scenario04, PreviousOwnerExpiresWhileDrainingNewOwnerGetsShardAfterExpiry) {
+  Rebalanced t;
+  (void)Ok(t.h.Heartbeat(t.a.Request()));  // A gets DRAIN, then goes silent
+  const TimeMs a_deadline = t.h.Live().deadline_ms.at("A");
+  // Before A's lease ends B keeps waiting, however often it asks.
+  while (t.h.now() + 1000 < a_deadline) {
+    t.h.Advance(1000);
+    t.b.Observe(Ok(t.h.Heartbeat(t.b.Request())));
+    ASSERT_TRUE(t.b.owned.empty()) << "B must not get a shard A may still read (K1)";
+  }
+  t.h.Advance(a_deadline - t.h.now());
+  auto b = Ok(t.h.Heartbeat(t.b.Request()));
+  EXPECT_EQ(b.status, S::kOk);
+  EXPECT_EQ(b.assigned_shards, V({0, 1, 2, 3}));
+  EXPECT_TRUE(t.h.meta().FindTombstone(MemberId("A")) != nullptr);
+}
+
+TEST(Scenario05, MetadataKeyDeletedFailsClosedNoRebuildFromHeartbeats) {
+  // The core cannot be asked to build a group from a heartbeat: its only sources of
+  // metadata are DecideCreate (validated admin input) and DecideRestore (an export).
+  // What a heartbeat can do is bounded by the stored state it is given; here a heartbeat
+  // for a member of a group that has no such member never creates one with shards.
+  CoreHarness h(2);
+  FakeMember ghost{"ghost"};
+  ghost.epoch = 3;
+  ghost.owned = {0, 1};
+  auto r = h.Heartbeat(ghost.Request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnknownMemberId);
+  EXPECT_TRUE(h.meta().members.empty());
+  // The key-deletion half (store answers METADATA_MISSING / GROUP_NOT_FOUND and nothing
+  // recreates the key) is tested against real Redis in tests/redis and tests/integration.
+}
+
+TEST(Scenario06, ClientSawVersionNRedisBackToNMinus1NextHeartbeatGetsSync) {
+  CoreHarness h(2);
+  FakeMember a{"A"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  auto before = h.Save();  // Redis at N-1
+  FakeMember b{"B"};
+  b.Observe(Ok(h.Heartbeat(b.Request())));  // writes N
+  a.Observe(Ok(h.Heartbeat(a.Request())));  // A observes N
+  ASSERT_EQ(a.version, h.meta().version.value());
+  h.RollbackTo(before);                      // failover loses N
+  auto r = Ok(h.Heartbeat(a.Request()));
+  EXPECT_EQ(r.status, S::kSyncMetadata);
+  EXPECT_TRUE(h.LastEventsHave(EventKind::kVersionRegression));
+  EXPECT_TRUE(h.meta().round.has_value());
+  // M2/M10: never bumped to the client's number; the answer is the stored one.
+  EXPECT_EQ(r.metadata_version, h.meta().version.value());
+  EXPECT_EQ(r.lineage, h.meta().lineage);
+}
+
+TEST(Scenario07, SyncMetadataLostNextHighVersionHeartbeatGetsSameSync) {
+  CoreHarness h(2);
+  FakeMember a{"A"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  auto before = h.Save();
+  FakeMember b{"B"};
+  b.Observe(Ok(h.Heartbeat(b.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  h.RollbackTo(before);
+  const auto req = a.Request();
+  auto first = Ok(h.Heartbeat(req));  // lost
+  const int writes = h.writes();
+  auto second = Ok(h.Heartbeat(req));
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(second.status, S::kSyncMetadata);
+  EXPECT_EQ(h.writes(), writes) << "the round is recorded once";
+}
+
+TEST(Scenario08, AfterSyncDrainingRemovedShardsGetsRevokePendingUntilBlockersClear) {
+  // A owned {0,1}; Redis loses B's join and the resulting move; A re-synced, while a
+  // member C that Redis forgot still claims shard 1.
+  CoreHarness h(2);
+  FakeMember a{"A"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  ASSERT_EQ(a.owned, V({0, 1}));
+  auto before = h.Save();
+  FakeMember c{"C"};
+  c.Observe(Ok(h.Heartbeat(c.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));  // DRAIN 1
+  a.Observe(Ok(h.Heartbeat(a.Request())));  // REVOKED 1 → C owns 1
+  c.Observe(Ok(h.Heartbeat(c.Request())));  // C reads 1
+  ASSERT_EQ(c.owned, V({1}));
+  h.RollbackTo(before);                      // Redis: A owns {0,1}, no C
+  // C (unknown now) heartbeats first: it is told to rejoin and shard 1 is blocked.
+  auto cr = h.Heartbeat(c.Request());
+  ASSERT_FALSE(cr.ok());
+  EXPECT_EQ(cr.error().code, ErrorCode::kUnknownMemberId);
+  ASSERT_TRUE(h.meta().round.has_value());
+  ASSERT_EQ(h.meta().round->blockers.size(), 1u);
+  // A (stored owner of 0 and 1, but it had released 1) syncs.
+  auto s = Ok(h.Heartbeat(a.Request()));
+  EXPECT_EQ(s.status, S::kSyncMetadata);
+  a.Observe(s);
+  auto p = Ok(h.Heartbeat(a.Request()));
+  EXPECT_EQ(p.status, S::kRevokePending) << "round still blocked by C's claim on shard 1";
+  // C's claim ends only when its lease must have ended; then the round ends: OK.
+  const TimeMs until = h.meta().round->blockers[0].until_ms;
+  while (h.now() < until) {
+    h.Advance(1000);
+    auto r = Ok(h.Heartbeat(a.Request()));
+    if (h.now() < until) {
+      ASSERT_EQ(r.status, S::kRevokePending) << "at " << h.now();
+    }
+    a.Observe(r);
+  }
+  auto ok = Ok(h.Heartbeat(a.Request()));
+  EXPECT_EQ(ok.status, S::kOk);
+  EXPECT_FALSE(h.meta().round.has_value());
+}
+
+TEST(Scenario09, ConcurrentStaleRevokesDuringRoundOnlyMatchingOnesApply) {
+  CoreHarness h(4);
+  FakeMember a{"A"}, b{"B"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  b.Observe(Ok(h.Heartbeat(b.Request())));
+  for (int i = 0; i < 3; ++i) {
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+  }
+  ASSERT_EQ(a.owned, V({0, 1}));
+  ASSERT_EQ(b.owned, V({2, 3}));
+  // Start a round: a client claims a version from a lost future.
+  FakeMember future = a;
+  future.version = h.meta().version.value() + 5;
+  (void)Ok(h.Heartbeat(future.Request()));
+  ASSERT_TRUE(h.meta().round.has_value());
+  // Stale REVOKED reports: B says it revoked shard 0 (A's) and A says it revoked 3 (B's).
+  HeartbeatRequest stale_b = b.Request();
+  stale_b.revoking_shards = {{0, RevokeState::kRevoked}};
+  HeartbeatRequest stale_a = a.Request();
+  stale_a.revoking_shards = {{3, RevokeState::kRevoked}};
+  (void)h.Heartbeat(stale_b);
+  EXPECT_TRUE(h.LastEventsHave(EventKind::kStaleRevokeIgnored));
+  (void)h.Heartbeat(stale_a);
+  EXPECT_TRUE(h.LastEventsHave(EventKind::kStaleRevokeIgnored));
+  EXPECT_EQ(h.meta().shards[0].owner, "A");
+  EXPECT_EQ(h.meta().shards[3].owner, "B");
+  // A blocker-matching revoke does apply: B claims shard 1 (A's), then revokes it.
+  HeartbeatRequest claim = b.Request();
+  claim.owned_shards = {1, 2, 3};
+  auto r = Ok(h.Heartbeat(claim));
+  EXPECT_EQ(r.revoke_shards, V({1}));
+  ASSERT_EQ(h.meta().round->blockers.size(), 1u);
+  HeartbeatRequest rel = b.Request();
+  rel.revoking_shards = {{1, RevokeState::kRevoked}};
+  (void)h.Heartbeat(rel);
+  EXPECT_TRUE(h.meta().round->blockers.empty());
+  EXPECT_EQ(h.meta().shards[1].owner, "A") << "a blocker release never moves stored ownership";
+}
+
+TEST(Scenario10, ProducerRoutingDuringOutageServerSide) {
+  // Server half: routing is a pure view with the lease the producer must honour; the
+  // fail-closed half is the producer core's (client issue).
+  CoreHarness h(3);
+  auto d = DecideRouting(h.meta(), 0, "");
+  ASSERT_TRUE(d.response.ok());
+  EXPECT_EQ(d.response->routing_lease_ms, 30000);
+  EXPECT_EQ(d.response->refresh_interval_ms, 5000);
+  EXPECT_FALSE(d.response->sync);
+  EXPECT_FALSE(d.next.has_value()) << "routing never writes (I3)";
+  auto ahead = DecideRouting(h.meta(), h.meta().version.value() + 1, "x");
+  EXPECT_TRUE(ahead.response->sync);
+}
+
+TEST(Scenario11, OldCoordinatorCrashesNewOneContinuesRebalanceFromRedis) {
+  // "Coordinator" here is just whoever calls the pure core: a crash before the write
+  // leaves Redis unchanged; a new process reads the same metadata and continues.
+  Rebalanced t;
+  t.a.Observe(Ok(t.h.Heartbeat(t.a.Request())));  // DRAIN → drained
+  const auto revoked = t.a.Request();
+  auto lost = t.h.HeartbeatCrashBeforeWrite(revoked);  // old coordinator dies pre-CAS
+  EXPECT_TRUE(lost.ok());
+  EXPECT_EQ(t.h.meta().shards[2].owner, "A") << "nothing was written";
+  // The new coordinator gets A's retry and continues the handoff from Redis alone.
+  auto r = Ok(t.h.Heartbeat(revoked));
+  EXPECT_EQ(t.h.meta().shards[2].owner, "B");
+  EXPECT_EQ(r.status, S::kOk);
+  auto b = Ok(t.h.Heartbeat(t.b.Request()));
+  EXPECT_EQ(b.assigned_shards, V({2, 3}));
+}
+
+}  // namespace
+}  // namespace rsc::testing
