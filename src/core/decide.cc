@@ -481,8 +481,14 @@ Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const L
           if (sh.target == old_id.str()) sh.target = fresh.id.str();
         }
         if (m.round) {
+          // The old process's claims stay blocked until its lease must have ended; they are
+          // not moved to the new process, which never read those shards and so would never
+          // report them REVOKED (that stalled the round: regression test
+          // StaticMembership.ReplacedMembersBlockersExpireWithItsLease).
           for (Blocker& b : m.round->blockers) {
-            if (b.member == old_id) b.member = fresh.id;
+            if (b.member == old_id && b.until_ms == 0) {
+              b.until_ms = env.now_ms + m.config.member_lease_ms;
+            }
           }
           std::erase(m.round->synced, old_id);
         }
@@ -635,6 +641,23 @@ Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& liv
   if (req.config) {
     Status st = ValidateConfig(*req.config);
     if (!st.ok()) return {std::nullopt, {}, st.error(), {}};
+    // Clients may hold leases granted under the old config. Fencing releases and the
+    // minimum round length rely on rebalanceTimeoutMs and memberLeaseMs outlasting any
+    // assignment lease in force, so a change must also respect the old leases; shrinking
+    // further takes two PATCHes, one old lease apart (docs/runbook.md).
+    const GroupConfig& old = stored.config;
+    if (req.config->member_lease_ms < old.assignment_lease_ms + kMinLeaseMarginMs ||
+        req.config->rebalance_timeout_ms < old.member_lease_ms) {
+      return {std::nullopt, {},
+              MakeError(ErrorCode::kInvalidRequest,
+                        fmt::format("config change too large at once: memberLeaseMs must stay >= "
+                                    "the current assignmentLeaseMs ({}) + {} ms and "
+                                    "rebalanceTimeoutMs >= the current memberLeaseMs ({}); "
+                                    "shrink in steps one lease apart",
+                                    old.assignment_lease_ms, kMinLeaseMarginMs,
+                                    old.member_lease_ms)),
+              {}};
+    }
     m.config = *req.config;
   }
   ApplyTime(w, live);
@@ -663,6 +686,24 @@ Decision<Unit> DecideFence(const GroupMetadata& stored, const Liveness& live,
 }
 
 Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& env) {
+  // An export is outside input: the same rules as create apply (names become Redis keys).
+  if (!IsValidStreamName(imported.key.stream) || !IsValidGroupName(imported.key.group)) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     "export names an invalid stream or group (SPEC R2.4)");
+  }
+  if (imported.shard_count > kMaxShards) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("export shardCount above {}", kMaxShards));
+  }
+  if (Status st = ValidateConfig(imported.config); !st.ok()) {
+    return MakeError(ErrorCode::kInvalidRequest, "export config: " + st.error().message);
+  }
+  for (const Member& mem : imported.members) {
+    if (!IsValidMemberId(mem.id.str()) ||
+        (!mem.instance_id.empty() && !IsValidMemberId(mem.instance_id))) {
+      return MakeError(ErrorCode::kInvalidRequest, "export holds an invalid member id");
+    }
+  }
   RSC_RETURN_IF_ERROR(CheckInvariants(imported));
   GroupMetadata m = imported;
   // A restore starts a new lineage (L2): the history holds only the restored version, so
@@ -671,6 +712,9 @@ Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& en
   m.lineage = env.fresh_lineage;
   m.lineage_history = {LineageEntry{m.version, m.lineage}};
   m.updated_ms = env.now_ms;
+  // A restore is an explicit rollback: run a correction round at once, so no member gets
+  // OK until every restored member has synced and a member lease has passed (M6).
+  m.round = CorrectionRound{++m.rounds_started, env.now_ms, m.version, {}, {}};
   RSC_RETURN_IF_ERROR(CheckInvariants(m));
   return m;
 }

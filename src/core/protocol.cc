@@ -6,8 +6,8 @@ namespace {
 // Byte-wise checks on purpose: names become parts of Redis keys and hash tags (R2.4),
 // so locale-dependent classification (std::isalnum) has no place here.
 bool IsNameChar(char c, bool allow_colon) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '-' || (allow_colon && c == ':');
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || (allow_colon && c == ':');
 }
 
 bool IsValidName(std::string_view s, size_t max_len, bool allow_colon) {
@@ -22,10 +22,14 @@ bool IsValidName(std::string_view s, size_t max_len, bool allow_colon) {
 
 std::string_view HeartbeatStatusName(HeartbeatStatus s) {
   switch (s) {
-    case HeartbeatStatus::kOk: return "OK";
-    case HeartbeatStatus::kRevokePending: return "REVOKE_PENDING";
-    case HeartbeatStatus::kDrain: return "DRAIN";
-    case HeartbeatStatus::kSyncMetadata: return "SYNC_METADATA";
+    case HeartbeatStatus::kOk:
+      return "OK";
+    case HeartbeatStatus::kRevokePending:
+      return "REVOKE_PENDING";
+    case HeartbeatStatus::kDrain:
+      return "DRAIN";
+    case HeartbeatStatus::kSyncMetadata:
+      return "SYNC_METADATA";
   }
   return "OK";
 }

@@ -113,5 +113,7 @@ struct GroupView {
 // Name rules of SPEC R2.4.
 bool IsValidGroupName(std::string_view g);
 bool IsValidStreamName(std::string_view p);
+// Member and instance ids: [A-Za-z0-9._:-]{1,128} (defined in protocol_json.cc).
+bool IsValidMemberId(std::string_view id);
 
 }  // namespace rsc

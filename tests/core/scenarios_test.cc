@@ -258,3 +258,122 @@ TEST(Scenario11, OldCoordinatorCrashesNewOneContinuesRebalanceFromRedis) {
 
 }  // namespace
 }  // namespace rsc::testing
+
+namespace rsc::testing {
+namespace {
+
+// Regression (found in review): a static member replaced during a correction round must
+// not hand its blockers to the new process, which never read those shards.
+TEST(StaticMembership, ReplacedMembersBlockersExpireWithItsLease) {
+  CoreHarness h(2);
+  FakeMember a{"a1", "inst-a"}, b{"b1"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  b.Observe(Ok(h.Heartbeat(b.Request())));
+  for (int i = 0; i < 3; ++i) {
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+  }
+  ASSERT_EQ(a.owned.size(), 1u);
+  // a1 claims b's shard with a version from a lost future: round + blocker for a1.
+  FakeMember claim = a;
+  claim.version += 10;
+  claim.owned.push_back(b.owned[0]);
+  (void)Ok(h.Heartbeat(claim.Request()));
+  ASSERT_TRUE(h.meta().round);
+  ASSERT_EQ(h.meta().round->blockers.size(), 1u);
+  // a1's process restarts as a2 with the same instance id.
+  FakeMember a2{"a2", "inst-a"};
+  a2.Observe(Ok(h.Heartbeat(a2.Request())));
+  ASSERT_EQ(h.meta().round->blockers.size(), 1u);
+  EXPECT_EQ(h.meta().round->blockers[0].member.str(), "a1");
+  EXPECT_GT(h.meta().round->blockers[0].until_ms, 0);
+  // Everyone keeps heartbeating; the round ends once a1's lease must have ended.
+  HeartbeatStatus last = HeartbeatStatus::kRevokePending;
+  for (int i = 0; i < 30 && last != HeartbeatStatus::kOk; ++i) {
+    h.Advance(500);
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+    auto r = Ok(h.Heartbeat(a2.Request()));
+    a2.Observe(r);
+    last = r.status;
+  }
+  EXPECT_EQ(last, HeartbeatStatus::kOk) << "the round must not stall on the replaced member";
+  EXPECT_FALSE(h.meta().round.has_value());
+}
+
+TEST(StaticMembership, RestartWithSameInstanceTakesPlaceWithoutRebalance) {
+  CoreHarness h(4);
+  FakeMember a{"a1", "inst-a"}, b{"b1", "inst-b"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  b.Observe(Ok(h.Heartbeat(b.Request())));
+  for (int i = 0; i < 3; ++i) {
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+  }
+  const auto epoch_before = h.meta().assignment_epoch;
+  const auto a_shards = a.owned;
+  FakeMember a2{"a2", "inst-a"};
+  auto r = Ok(h.Heartbeat(a2.Request()));
+  EXPECT_EQ(r.status, HeartbeatStatus::kOk);
+  EXPECT_EQ(r.assigned_shards, a_shards) << "same place, same shards";
+  EXPECT_EQ(h.meta().assignment_epoch, epoch_before) << "no rebalance (K5 static membership)";
+  EXPECT_GT(r.member_epoch, a.epoch);
+  // The old incarnation is fenced.
+  auto old = h.Heartbeat(a.Request());
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.error().code, ErrorCode::kFencedMemberEpoch);
+}
+
+// Regression (found in review): PATCH must respect leases granted under the old config.
+TEST(AdminPatch, ConfigShrinkBeyondOutstandingLeasesIsRejected) {
+  CoreHarness h(2);
+  PatchGroupRequest p;
+  GroupConfig c;
+  c.member_lease_ms = 4000;
+  c.assignment_lease_ms = 3000;
+  c.heartbeat_interval_ms = 1000;
+  c.rebalance_timeout_ms = 4000;
+  p.config = c;
+  auto d = DecidePatch(h.meta(), h.Live(), p, h.NextEnv());
+  ASSERT_FALSE(d.response.ok());
+  EXPECT_EQ(d.response.error().code, ErrorCode::kInvalidRequest);
+  // One step that keeps memberLeaseMs >= old assignment lease + margin is accepted.
+  c.member_lease_ms = 9000;
+  c.rebalance_timeout_ms = 10000;
+  p.config = c;
+  auto ok = DecidePatch(h.meta(), h.Live(), p, h.NextEnv());
+  EXPECT_TRUE(ok.response.ok()) << ok.response.error().message;
+}
+
+TEST(AdminPatch, ShardCountOnlyGrowsAndNewShardsAreAssigned) {
+  CoreHarness h(2);
+  FakeMember a{"a"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  PatchGroupRequest shrink;
+  shrink.shard_count = 1;
+  EXPECT_FALSE(DecidePatch(h.meta(), h.Live(), shrink, h.NextEnv()).response.ok());
+  PatchGroupRequest grow;
+  grow.shard_count = 5;
+  auto d = DecidePatch(h.meta(), h.Live(), grow, h.NextEnv());
+  ASSERT_TRUE(d.response.ok());
+  h.Apply(d);
+  auto r = Ok(h.Heartbeat(a.Request()));
+  EXPECT_EQ(r.assigned_shards, V({0, 1, 2, 3, 4}));
+}
+
+// Regression (found in review): restore validates names, ids and config like create.
+TEST(Restore, RejectsInvalidNamesAndConfigAndStartsARound) {
+  CoreHarness h(2);
+  GroupMetadata bad = h.meta();
+  bad.key.group = "bad name}";
+  EXPECT_FALSE(DecideRestore(bad, h.NextEnv()).ok());
+  GroupMetadata bad_cfg = h.meta();
+  bad_cfg.config.assignment_lease_ms = bad_cfg.config.member_lease_ms;
+  EXPECT_FALSE(DecideRestore(bad_cfg, h.NextEnv()).ok());
+  auto good = DecideRestore(h.meta(), h.NextEnv());
+  ASSERT_TRUE(good.ok());
+  EXPECT_TRUE(good->round.has_value());
+  EXPECT_EQ(good->lineage_history.size(), 1u);
+}
+
+}  // namespace
+}  // namespace rsc::testing

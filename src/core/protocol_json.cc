@@ -1,0 +1,837 @@
+#include "core/protocol_json.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bitset>
+#include <boost/json.hpp>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <utility>
+
+namespace rsc {
+namespace json = boost::json;
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+std::string_view KindName(json::kind k) {
+  switch (k) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+      return "an integer";
+    case json::kind::double_:
+      return "a number";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
+  }
+  return "a value";
+}
+
+std::string Join(std::string_view prefix, std::string_view key) {
+  if (prefix.empty()) return std::string(key);
+  return fmt::format("{}.{}", prefix, key);
+}
+
+std::string Index(std::string_view prefix, size_t i) { return fmt::format("{}[{}]", prefix, i); }
+
+bool IsIdChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == ':';
+}
+
+// Reads typed fields out of a parsed document and keeps the FIRST problem found, so the
+// message names the first bad field. After a failure every accessor returns "absent";
+// callers check ok() before using results.
+class Reader {
+ public:
+  explicit Reader(ErrorCode code) : code_(code) {}
+
+  bool ok() const { return !error_.has_value(); }
+  Error error() const { return *error_; }
+
+  void Fail(std::string_view path, std::string_view what) {
+    if (error_) return;
+    std::string msg = code_ == ErrorCode::kInvalidRequest
+                          ? fmt::format("{}: {}", path, what)
+                          : fmt::format("malformed response: {}: {}", path, what);
+    error_ = Error{code_, std::move(msg)};
+  }
+
+  // The value under `key`, or nullptr when absent or null (null == absent).
+  const json::value* Find(const json::object& o, std::string_view key, std::string_view prefix,
+                          bool required) {
+    if (!ok()) return nullptr;
+    auto it = o.find(key);
+    if (it == o.end() || it->value().is_null()) {
+      if (required) Fail(Join(prefix, key), "is required");
+      return nullptr;
+    }
+    return &it->value();
+  }
+
+  std::optional<int64_t> IntValue(const json::value& v, std::string_view path, int64_t lo,
+                                  int64_t hi) {
+    if (!ok()) return std::nullopt;
+    int64_t n = 0;
+    switch (v.kind()) {
+      case json::kind::int64:
+        n = v.get_int64();
+        break;
+      case json::kind::uint64:
+        if (v.get_uint64() > static_cast<uint64_t>(kInt64Max)) {
+          Fail(path, "is out of range (overflows a 64-bit integer)");
+          return std::nullopt;
+        }
+        n = static_cast<int64_t>(v.get_uint64());
+        break;
+      case json::kind::double_: {
+        // Boost.JSON turns integers beyond 64 bits into doubles; say "out of range" for
+        // those and "not an integer" for fractions and exponents.
+        double d = v.get_double();
+        if (std::isfinite(d) && std::trunc(d) == d && std::fabs(d) >= 9.2e18) {
+          Fail(path, "is out of range (overflows a 64-bit integer)");
+        } else {
+          Fail(path, "must be an integer, got a non-integral number");
+        }
+        return std::nullopt;
+      }
+      default:
+        Fail(path, fmt::format("must be an integer, got {}", KindName(v.kind())));
+        return std::nullopt;
+    }
+    if (n < lo || n > hi) {
+      if (hi == kInt64Max) {
+        Fail(path, fmt::format("must be >= {}, got {}", lo, n));
+      } else {
+        Fail(path, fmt::format("must be between {} and {}, got {}", lo, hi, n));
+      }
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  std::optional<int64_t> Int(const json::object& o, std::string_view key, std::string_view prefix,
+                             int64_t lo, int64_t hi, bool required) {
+    const json::value* v = Find(o, key, prefix, required);
+    if (v == nullptr) return std::nullopt;
+    return IntValue(*v, Join(prefix, key), lo, hi);
+  }
+
+  std::optional<bool> Bool(const json::object& o, std::string_view key, std::string_view prefix,
+                           bool required) {
+    const json::value* v = Find(o, key, prefix, required);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_bool()) {
+      Fail(Join(prefix, key), fmt::format("must be a boolean, got {}", KindName(v->kind())));
+      return std::nullopt;
+    }
+    return v->get_bool();
+  }
+
+  // `syntax` describes the accepted form in error messages; `valid` checks it.
+  template <class Valid>
+  std::optional<std::string> String(const json::object& o, std::string_view key,
+                                    std::string_view prefix, bool required, Valid valid,
+                                    std::string_view syntax) {
+    const json::value* v = Find(o, key, prefix, required);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) {
+      Fail(Join(prefix, key), fmt::format("must be a string, got {}", KindName(v->kind())));
+      return std::nullopt;
+    }
+    std::string_view s = v->get_string();
+    if (!valid(s)) {
+      // The value is not echoed: it may be long or contain control characters.
+      Fail(Join(prefix, key), fmt::format("must match {}", syntax));
+      return std::nullopt;
+    }
+    return std::string(s);
+  }
+
+  std::optional<std::string> AnyString(const json::object& o, std::string_view key,
+                                       std::string_view prefix, bool required) {
+    return String(
+        o, key, prefix, required, [](std::string_view) { return true; }, "a string");
+  }
+
+  const json::object* Object(const json::value& v, std::string_view path) {
+    if (!ok()) return nullptr;
+    if (!v.is_object()) {
+      Fail(path, fmt::format("must be an object, got {}", KindName(v.kind())));
+      return nullptr;
+    }
+    return &v.get_object();
+  }
+
+  const json::array* Array(const json::object& o, std::string_view key, std::string_view prefix,
+                           bool required, size_t max_entries) {
+    const json::value* v = Find(o, key, prefix, required);
+    if (v == nullptr) return nullptr;
+    if (!v->is_array()) {
+      Fail(Join(prefix, key), fmt::format("must be an array, got {}", KindName(v->kind())));
+      return nullptr;
+    }
+    if (v->get_array().size() > max_entries) {
+      Fail(Join(prefix, key),
+           fmt::format("has {} entries, at most {} allowed", v->get_array().size(), max_entries));
+      return nullptr;
+    }
+    return &v->get_array();
+  }
+
+  // An array of integers in [lo, hi].
+  std::vector<int64_t> IntArray(const json::object& o, std::string_view key,
+                                std::string_view prefix, int64_t lo, int64_t hi, bool required) {
+    std::vector<int64_t> out;
+    const json::array* a = Array(o, key, prefix, required, kMaxReportedShards);
+    if (a == nullptr) return out;
+    std::string path = Join(prefix, key);
+    out.reserve(a->size());
+    for (size_t i = 0; i < a->size() && ok(); ++i) {
+      auto n = IntValue((*a)[i], Index(path, i), lo, hi);
+      if (n) out.push_back(*n);
+    }
+    return out;
+  }
+
+ private:
+  ErrorCode code_;
+  std::optional<Error> error_;
+};
+
+// Parses `body` into an object. `code` is the error code of the calling direction.
+Result<json::value> ParseDocument(std::string_view body, ErrorCode code) {
+  const char* prefix = code == ErrorCode::kInvalidRequest ? "" : "malformed response: ";
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return Error{code, fmt::format("{}body is empty, expected a JSON object", prefix)};
+  }
+  json::parse_options opt;
+  opt.max_depth = kMaxJsonDepth;
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec, json::storage_ptr(), opt);
+  if (ec) return Error{code, fmt::format("{}body is not valid JSON: {}", prefix, ec.message())};
+  if (!v.is_object()) {
+    return Error{code,
+                 fmt::format("{}body must be a JSON object, got {}", prefix, KindName(v.kind()))};
+  }
+  return v;
+}
+
+// Runs a parser body and converts any escaping exception (in practice only bad_alloc on
+// absurd inputs) into an error: the boundary never throws.
+template <class T, class F>
+Result<T> Guarded(ErrorCode code, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Error{code, fmt::format("could not parse body: {}", e.what())};
+  } catch (...) {
+    return Error{code, "could not parse body"};
+  }
+}
+
+// ── Heartbeat / leave ─────────────────────────────────────────────────────────────
+
+constexpr std::string_view kIdSyntax = "[A-Za-z0-9._:-]{1,128}";
+constexpr std::string_view kLineageSyntax = "a string of at most 64 bytes";
+
+bool ValidLineage(std::string_view s) { return s.size() <= kMaxLineageLength; }
+bool ValidInstanceId(std::string_view s) { return s.empty() || IsValidMemberId(s); }
+
+void ReadHeartbeatFields(Reader& r, const json::object& o, HeartbeatRequest& req, int64_t* epoch) {
+  if (auto id = r.String(o, "memberId", "", true, IsValidMemberId, kIdSyntax)) {
+    req.member_id = MemberId(std::move(*id));
+  }
+  if (auto e = r.Int(o, "memberEpoch", "", -1, kInt64Max, true)) *epoch = *e;
+  if (auto s = r.String(o, "instanceId", "", false, ValidInstanceId, kIdSyntax)) {
+    req.instance_id = std::move(*s);
+  }
+  req.assignment_epoch = r.Int(o, "assignmentEpoch", "", 0, kInt64Max, false).value_or(0);
+  req.metadata_version = r.Int(o, "metadataVersion", "", 0, kInt64Max, false).value_or(0);
+  if (auto l = r.String(o, "lineage", "", false, ValidLineage, kLineageSyntax)) {
+    req.lineage = std::move(*l);
+  }
+  if (!r.ok()) return;
+
+  // One bitmap across both arrays: a shard is either being read or being released.
+  std::bitset<kMaxShardCount> seen;
+  for (int64_t s : r.IntArray(o, "ownedShards", "", 0, kMaxShardCount - 1, false)) {
+    if (seen.test(s)) {
+      r.Fail("ownedShards", fmt::format("duplicate shard {}", s));
+      return;
+    }
+    seen.set(s);
+    req.owned_shards.push_back(static_cast<int32_t>(s));
+  }
+  const json::array* rev = r.Array(o, "revokingShards", "", false, kMaxReportedShards);
+  for (size_t i = 0; rev != nullptr && i < rev->size() && r.ok(); ++i) {
+    std::string path = Index("revokingShards", i);
+    const json::object* e = r.Object((*rev)[i], path);
+    if (e == nullptr) return;
+    auto shard = r.Int(*e, "shard", path, 0, kMaxShardCount - 1, true);
+    auto state = r.AnyString(*e, "state", path, true);
+    if (!r.ok()) return;
+    RevokingReport rep;
+    rep.shard = static_cast<int32_t>(*shard);
+    if (*state == "DRAINING") {
+      rep.state = RevokeState::kDraining;
+    } else if (*state == "REVOKED") {
+      rep.state = RevokeState::kRevoked;
+    } else {
+      r.Fail(Join(path, "state"), "must be \"DRAINING\" or \"REVOKED\"");
+      return;
+    }
+    if (seen.test(rep.shard)) {
+      r.Fail(Join(path, "shard"),
+             fmt::format("shard {} is listed twice (in ownedShards or revokingShards)", rep.shard));
+      return;
+    }
+    seen.set(rep.shard);
+    req.revoking_shards.push_back(rep);
+  }
+  std::sort(req.owned_shards.begin(), req.owned_shards.end());
+  std::sort(req.revoking_shards.begin(), req.revoking_shards.end(),
+            [](const RevokingReport& a, const RevokingReport& b) { return a.shard < b.shard; });
+}
+
+json::array ShardArray(const std::vector<int32_t>& shards) {
+  json::array a;
+  a.reserve(shards.size());
+  for (int32_t s : shards) a.emplace_back(s);
+  return a;
+}
+
+json::object HeartbeatRequestObject(const HeartbeatRequest& req, int64_t epoch) {
+  json::object o;
+  o["memberId"] = req.member_id.str();
+  o["memberEpoch"] = epoch;
+  if (!req.instance_id.empty()) o["instanceId"] = req.instance_id;
+  o["assignmentEpoch"] = req.assignment_epoch;
+  o["metadataVersion"] = req.metadata_version;
+  o["lineage"] = req.lineage;
+  o["ownedShards"] = ShardArray(req.owned_shards);
+  json::array rev;
+  for (const RevokingReport& r : req.revoking_shards) {
+    rev.push_back(json::object{
+        {"shard", r.shard}, {"state", r.state == RevokeState::kDraining ? "DRAINING" : "REVOKED"}});
+  }
+  o["revokingShards"] = std::move(rev);
+  return o;
+}
+
+// ── Config ────────────────────────────────────────────────────────────────────────
+
+struct ConfigField {
+  std::string_view name;
+  std::optional<int64_t> GroupConfigPatch::*patch;
+  int64_t GroupConfig::*config;
+};
+
+constexpr ConfigField kConfigFields[] = {
+    {"heartbeatIntervalMs", &GroupConfigPatch::heartbeat_interval_ms,
+     &GroupConfig::heartbeat_interval_ms},
+    {"memberLeaseMs", &GroupConfigPatch::member_lease_ms, &GroupConfig::member_lease_ms},
+    {"assignmentLeaseMs", &GroupConfigPatch::assignment_lease_ms,
+     &GroupConfig::assignment_lease_ms},
+    {"rebalanceTimeoutMs", &GroupConfigPatch::rebalance_timeout_ms,
+     &GroupConfig::rebalance_timeout_ms},
+    {"routingLeaseMs", &GroupConfigPatch::routing_lease_ms, &GroupConfig::routing_lease_ms},
+    {"routingRefreshMs", &GroupConfigPatch::routing_refresh_ms, &GroupConfig::routing_refresh_ms},
+};
+
+GroupConfigPatch ReadConfigPatch(Reader& r, const json::value& v, std::string_view path) {
+  GroupConfigPatch p;
+  const json::object* o = r.Object(v, path);
+  if (o == nullptr) return p;
+  for (const ConfigField& f : kConfigFields) {
+    p.*(f.patch) = r.Int(*o, f.name, path, 1, kMaxConfigMs, false);
+  }
+  return p;
+}
+
+json::object ConfigObject(const GroupConfig& c) {
+  json::object o;
+  for (const ConfigField& f : kConfigFields) o[f.name] = c.*(f.config);
+  return o;
+}
+
+json::object ConfigPatchObject(const GroupConfigPatch& p) {
+  json::object o;
+  for (const ConfigField& f : kConfigFields) {
+    if (p.*(f.patch)) o[f.name] = *(p.*(f.patch));
+  }
+  return o;
+}
+
+// Lenient config read for responses: missing fields keep their defaults.
+GroupConfig ReadConfig(Reader& r, const json::value& v, std::string_view path) {
+  return ReadConfigPatch(r, v, path).ApplyTo(GroupConfig{});
+}
+
+// ValidateConfig's messages already name the field ("config.memberLeaseMs ..."); only the
+// code is pinned, since every config problem is the caller's to fix.
+Status CheckConfig(const GroupConfig& c) {
+  Status s = ValidateConfig(c);
+  if (!s.ok()) return Error{ErrorCode::kInvalidRequest, s.error().message};
+  return OkStatus();
+}
+
+// ── Views ─────────────────────────────────────────────────────────────────────────
+
+json::array RoutingShards(const std::vector<RoutingShard>& shards) {
+  json::array a;
+  a.reserve(shards.size());
+  for (const RoutingShard& s : shards)
+    a.push_back(json::object{{"id", s.id}, {"stream", s.stream}});
+  return a;
+}
+
+std::vector<RoutingShard> ReadRoutingShards(Reader& r, const json::object& o) {
+  std::vector<RoutingShard> out;
+  const json::array* a = r.Array(o, "shards", "", true, kMaxShardCount);
+  for (size_t i = 0; a != nullptr && i < a->size() && r.ok(); ++i) {
+    std::string path = Index("shards", i);
+    const json::object* e = r.Object((*a)[i], path);
+    if (e == nullptr) break;
+    RoutingShard s;
+    s.id = static_cast<int32_t>(r.Int(*e, "id", path, 0, kMaxShardCount - 1, true).value_or(0));
+    s.stream = r.AnyString(*e, "stream", path, true).value_or("");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<int32_t> ReadShardList(Reader& r, const json::object& o, std::string_view key,
+                                   std::string_view prefix) {
+  std::vector<int32_t> out;
+  for (int64_t s : r.IntArray(o, key, prefix, 0, kMaxShardCount - 1, true)) {
+    out.push_back(static_cast<int32_t>(s));
+  }
+  return out;
+}
+
+json::value RoundObject(const std::optional<CorrectionRound>& round) {
+  if (!round) return nullptr;
+  json::array synced;
+  for (const MemberId& m : round->synced) synced.emplace_back(m.str());
+  json::array blockers;
+  for (const Blocker& b : round->blockers) {
+    blockers.push_back(json::object{
+        {"shard", b.shard.value()}, {"member", b.member.str()}, {"untilMs", b.until_ms}});
+  }
+  return json::object{{"id", round->id},
+                      {"startedMs", round->started_ms},
+                      {"startedVersion", round->started_version.value()},
+                      {"synced", std::move(synced)},
+                      {"blockers", std::move(blockers)}};
+}
+
+std::optional<CorrectionRound> ReadRound(Reader& r, const json::object& o) {
+  const json::value* v = r.Find(o, "correctionRound", "", false);
+  if (v == nullptr) return std::nullopt;
+  const json::object* ro = r.Object(*v, "correctionRound");
+  if (ro == nullptr) return std::nullopt;
+  constexpr std::string_view p = "correctionRound";
+  CorrectionRound round;
+  round.id = r.Int(*ro, "id", p, kInt64Min, kInt64Max, true).value_or(0);
+  round.started_ms = r.Int(*ro, "startedMs", p, kInt64Min, kInt64Max, true).value_or(0);
+  round.started_version =
+      MetadataVersion(r.Int(*ro, "startedVersion", p, kInt64Min, kInt64Max, true).value_or(0));
+  const json::array* synced = r.Array(*ro, "synced", p, true, kMaxReportedShards);
+  for (size_t i = 0; synced != nullptr && i < synced->size() && r.ok(); ++i) {
+    if (!(*synced)[i].is_string()) {
+      r.Fail(Index("correctionRound.synced", i), "must be a string");
+      break;
+    }
+    round.synced.emplace_back(std::string((*synced)[i].get_string()));
+  }
+  const json::array* blockers = r.Array(*ro, "blockers", p, true, kMaxReportedShards);
+  for (size_t i = 0; blockers != nullptr && i < blockers->size() && r.ok(); ++i) {
+    std::string path = Index("correctionRound.blockers", i);
+    const json::object* b = r.Object((*blockers)[i], path);
+    if (b == nullptr) break;
+    Blocker blk;
+    blk.shard = ShardId(
+        static_cast<int32_t>(r.Int(*b, "shard", path, 0, kMaxShardCount - 1, true).value_or(0)));
+    blk.member = MemberId(r.AnyString(*b, "member", path, true).value_or(""));
+    blk.until_ms = r.Int(*b, "untilMs", path, kInt64Min, kInt64Max, true).value_or(0);
+    round.blockers.push_back(std::move(blk));
+  }
+  return round;
+}
+
+json::object MemberObject(const MemberView& m) {
+  return json::object{{"memberId", m.member_id},
+                      {"memberEpoch", m.member_epoch},
+                      {"instanceId", m.instance_id},
+                      {"assignedShards", ShardArray(m.assigned_shards)},
+                      {"pendingShards", ShardArray(m.pending_shards)},
+                      {"revokingShards", ShardArray(m.revoking_shards)},
+                      {"leaseRemainingMs", m.lease_remaining_ms},
+                      {"leaving", m.leaving},
+                      {"fenced", m.fenced}};
+}
+
+MemberView ReadMember(Reader& r, const json::value& v, std::string_view path) {
+  MemberView m;
+  const json::object* o = r.Object(v, path);
+  if (o == nullptr) return m;
+  m.member_id = r.AnyString(*o, "memberId", path, true).value_or("");
+  m.member_epoch = r.Int(*o, "memberEpoch", path, kInt64Min, kInt64Max, true).value_or(0);
+  m.instance_id = r.AnyString(*o, "instanceId", path, false).value_or("");
+  m.assigned_shards = ReadShardList(r, *o, "assignedShards", path);
+  m.pending_shards = ReadShardList(r, *o, "pendingShards", path);
+  m.revoking_shards = ReadShardList(r, *o, "revokingShards", path);
+  m.lease_remaining_ms =
+      r.Int(*o, "leaseRemainingMs", path, kInt64Min, kInt64Max, false).value_or(0);
+  m.leaving = r.Bool(*o, "leaving", path, false).value_or(false);
+  m.fenced = r.Bool(*o, "fenced", path, false).value_or(false);
+  return m;
+}
+
+std::string Serialize(const json::value& v) { return json::serialize(v); }
+
+}  // namespace
+
+bool IsValidMemberId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxIdLength) return false;
+  return std::all_of(id.begin(), id.end(), IsIdChar);
+}
+
+// ── Requests ─────────────────────────────────────────────────────────────────────
+
+Result<HeartbeatRequest> ParseHeartbeatRequest(std::string_view body) {
+  return Guarded<HeartbeatRequest>(ErrorCode::kInvalidRequest, [&]() -> Result<HeartbeatRequest> {
+    auto doc = ParseDocument(body, ErrorCode::kInvalidRequest);
+    if (!doc.ok()) return doc.error();
+    Reader r(ErrorCode::kInvalidRequest);
+    HeartbeatRequest req;
+    ReadHeartbeatFields(r, doc->get_object(), req, &req.member_epoch);
+    if (!r.ok()) return r.error();
+    return req;
+  });
+}
+
+std::string SerializeHeartbeatRequest(const HeartbeatRequest& req) {
+  return Serialize(HeartbeatRequestObject(req, req.member_epoch));
+}
+
+Result<LeaveRequest> ParseLeaveRequest(std::string_view body) {
+  return Guarded<LeaveRequest>(ErrorCode::kInvalidRequest, [&]() -> Result<LeaveRequest> {
+    auto doc = ParseDocument(body, ErrorCode::kInvalidRequest);
+    if (!doc.ok()) return doc.error();
+    Reader r(ErrorCode::kInvalidRequest);
+    LeaveRequest req;
+    ReadHeartbeatFields(r, doc->get_object(), req.heartbeat, &req.member_epoch);
+    if (!r.ok()) return r.error();
+    req.heartbeat.member_epoch = -1;
+    return req;
+  });
+}
+
+std::string SerializeLeaveRequest(const LeaveRequest& req) {
+  return Serialize(HeartbeatRequestObject(req.heartbeat, req.member_epoch));
+}
+
+bool GroupConfigPatch::Empty() const {
+  return std::none_of(std::begin(kConfigFields), std::end(kConfigFields),
+                      [this](const ConfigField& f) { return (this->*(f.patch)).has_value(); });
+}
+
+bool GroupConfigPatch::Complete() const {
+  return std::all_of(std::begin(kConfigFields), std::end(kConfigFields),
+                     [this](const ConfigField& f) { return (this->*(f.patch)).has_value(); });
+}
+
+GroupConfig GroupConfigPatch::ApplyTo(GroupConfig base) const {
+  for (const ConfigField& f : kConfigFields) {
+    if (this->*(f.patch)) base.*(f.config) = *(this->*(f.patch));
+  }
+  return base;
+}
+
+GroupConfigPatch GroupConfigPatch::Full(const GroupConfig& c) {
+  GroupConfigPatch p;
+  for (const ConfigField& f : kConfigFields) p.*(f.patch) = c.*(f.config);
+  return p;
+}
+
+Result<CreateGroupRequest> ParseCreateGroupRequest(std::string_view body) {
+  return Guarded<CreateGroupRequest>(
+      ErrorCode::kInvalidRequest, [&]() -> Result<CreateGroupRequest> {
+        auto doc = ParseDocument(body, ErrorCode::kInvalidRequest);
+        if (!doc.ok()) return doc.error();
+        const json::object& o = doc->get_object();
+        Reader r(ErrorCode::kInvalidRequest);
+        CreateGroupRequest req;
+        req.stream = r.String(o, "stream", "", true, IsValidStreamName, "[A-Za-z0-9._:-]{1,200}")
+                         .value_or("");
+        req.group =
+            r.String(o, "group", "", true, IsValidGroupName, "[A-Za-z0-9._-]{1,128}").value_or("");
+        req.shard_count =
+            static_cast<int32_t>(r.Int(o, "shardCount", "", 1, kMaxShardCount, true).value_or(0));
+        if (const json::value* c = r.Find(o, "config", "", false)) {
+          req.config = ReadConfigPatch(r, *c, "config").ApplyTo(GroupConfig{});
+        }
+        if (!r.ok()) return r.error();
+        if (Status s = CheckConfig(req.config); !s.ok()) return s.error();
+        return req;
+      });
+}
+
+std::string SerializeCreateGroupRequest(const CreateGroupRequest& req) {
+  return Serialize(json::object{{"stream", req.stream},
+                                {"group", req.group},
+                                {"shardCount", req.shard_count},
+                                {"config", ConfigObject(req.config)}});
+}
+
+Result<PatchGroupBody> ParsePatchGroupBody(std::string_view body) {
+  return Guarded<PatchGroupBody>(ErrorCode::kInvalidRequest, [&]() -> Result<PatchGroupBody> {
+    auto doc = ParseDocument(body, ErrorCode::kInvalidRequest);
+    if (!doc.ok()) return doc.error();
+    const json::object& o = doc->get_object();
+    Reader r(ErrorCode::kInvalidRequest);
+    PatchGroupBody p;
+    p.expected_revision = r.Int(o, "expectedRevision", "", 0, kInt64Max, true).value_or(0);
+    if (auto n = r.Int(o, "shardCount", "", 1, kMaxShardCount, false)) {
+      p.shard_count = static_cast<int32_t>(*n);
+    }
+    if (const json::value* c = r.Find(o, "config", "", false)) {
+      GroupConfigPatch cp = ReadConfigPatch(r, *c, "config");
+      if (!cp.Empty()) p.config = cp;
+    }
+    if (!r.ok()) return r.error();
+    if (!p.shard_count && !p.config) {
+      return Error{ErrorCode::kInvalidRequest,
+                   "patch changes nothing: give shardCount and/or config fields"};
+    }
+    return p;
+  });
+}
+
+std::string SerializePatchGroupBody(const PatchGroupBody& body) {
+  json::object o;
+  o["expectedRevision"] = body.expected_revision;
+  if (body.shard_count) o["shardCount"] = *body.shard_count;
+  if (body.config) o["config"] = ConfigPatchObject(*body.config);
+  return Serialize(o);
+}
+
+Result<PatchGroupRequest> ResolvePatch(const PatchGroupBody& body, const GroupConfig& current) {
+  PatchGroupRequest req;
+  req.expected_revision = body.expected_revision;
+  req.shard_count = body.shard_count;
+  if (body.config) {
+    GroupConfig merged = body.config->ApplyTo(current);
+    if (Status s = CheckConfig(merged); !s.ok()) return s.error();
+    req.config = merged;
+  }
+  return req;
+}
+
+// ── Responses ────────────────────────────────────────────────────────────────────
+
+std::string SerializeHeartbeatResponse(const HeartbeatResponse& resp) {
+  return Serialize(json::object{{"status", HeartbeatStatusName(resp.status)},
+                                {"memberId", resp.member_id.str()},
+                                {"memberEpoch", resp.member_epoch},
+                                {"assignmentEpoch", resp.assignment_epoch},
+                                {"metadataVersion", resp.metadata_version},
+                                {"lineage", resp.lineage},
+                                {"assignedShards", ShardArray(resp.assigned_shards)},
+                                {"pendingShards", ShardArray(resp.pending_shards)},
+                                {"revokeShards", ShardArray(resp.revoke_shards)},
+                                {"heartbeatIntervalMs", resp.heartbeat_interval_ms},
+                                {"assignmentLeaseMs", resp.assignment_lease_ms}});
+}
+
+Result<HeartbeatResponse> ParseHeartbeatResponse(std::string_view body) {
+  return Guarded<HeartbeatResponse>(ErrorCode::kInternal, [&]() -> Result<HeartbeatResponse> {
+    auto doc = ParseDocument(body, ErrorCode::kInternal);
+    if (!doc.ok()) return doc.error();
+    const json::object& o = doc->get_object();
+    Reader r(ErrorCode::kInternal);
+    HeartbeatResponse resp;
+    std::string status = r.AnyString(o, "status", "", true).value_or("");
+    if (!r.ok()) return r.error();
+    bool known = false;
+    for (HeartbeatStatus s : {HeartbeatStatus::kOk, HeartbeatStatus::kRevokePending,
+                              HeartbeatStatus::kDrain, HeartbeatStatus::kSyncMetadata}) {
+      if (HeartbeatStatusName(s) == status) {
+        resp.status = s;
+        known = true;
+      }
+    }
+    if (!known) r.Fail("status", "unknown heartbeat status");
+    resp.member_id = MemberId(r.AnyString(o, "memberId", "", true).value_or(""));
+    resp.member_epoch = r.Int(o, "memberEpoch", "", kInt64Min, kInt64Max, true).value_or(0);
+    resp.assignment_epoch = r.Int(o, "assignmentEpoch", "", 0, kInt64Max, true).value_or(0);
+    resp.metadata_version = r.Int(o, "metadataVersion", "", 0, kInt64Max, true).value_or(0);
+    resp.lineage = r.AnyString(o, "lineage", "", true).value_or("");
+    resp.assigned_shards = ReadShardList(r, o, "assignedShards", "");
+    resp.pending_shards = ReadShardList(r, o, "pendingShards", "");
+    resp.revoke_shards = ReadShardList(r, o, "revokeShards", "");
+    resp.heartbeat_interval_ms =
+        r.Int(o, "heartbeatIntervalMs", "", 0, kInt64Max, true).value_or(0);
+    resp.assignment_lease_ms = r.Int(o, "assignmentLeaseMs", "", 0, kInt64Max, true).value_or(0);
+    if (!r.ok()) return r.error();
+    return resp;
+  });
+}
+
+std::string SerializeRoutingResponse(const RoutingResponse& resp) {
+  return Serialize(json::object{{"metadataVersion", resp.metadata_version},
+                                {"lineage", resp.lineage},
+                                {"shardCount", resp.shard_count},
+                                {"shards", RoutingShards(resp.shards)},
+                                {"hash", resp.hash},
+                                {"routingLeaseMs", resp.routing_lease_ms},
+                                {"refreshIntervalMs", resp.refresh_interval_ms},
+                                {"sync", resp.sync}});
+}
+
+Result<RoutingResponse> ParseRoutingResponse(std::string_view body) {
+  return Guarded<RoutingResponse>(ErrorCode::kInternal, [&]() -> Result<RoutingResponse> {
+    auto doc = ParseDocument(body, ErrorCode::kInternal);
+    if (!doc.ok()) return doc.error();
+    const json::object& o = doc->get_object();
+    Reader r(ErrorCode::kInternal);
+    RoutingResponse resp;
+    resp.metadata_version = r.Int(o, "metadataVersion", "", 0, kInt64Max, true).value_or(0);
+    resp.lineage = r.AnyString(o, "lineage", "", true).value_or("");
+    resp.shard_count =
+        static_cast<int32_t>(r.Int(o, "shardCount", "", 0, kMaxShardCount, true).value_or(0));
+    resp.shards = ReadRoutingShards(r, o);
+    resp.hash = r.AnyString(o, "hash", "", true).value_or("");
+    resp.routing_lease_ms = r.Int(o, "routingLeaseMs", "", 0, kInt64Max, true).value_or(0);
+    resp.refresh_interval_ms = r.Int(o, "refreshIntervalMs", "", 0, kInt64Max, true).value_or(0);
+    resp.sync = r.Bool(o, "sync", "", true).value_or(false);
+    if (!r.ok()) return r.error();
+    return resp;
+  });
+}
+
+std::string SerializeGroupView(const GroupView& view) {
+  json::array members;
+  members.reserve(view.members.size());
+  for (const MemberView& m : view.members) members.push_back(MemberObject(m));
+  return Serialize(json::object{{"stream", view.stream},
+                                {"group", view.group},
+                                {"revision", view.revision},
+                                {"metadataVersion", view.metadata_version},
+                                {"lineage", view.lineage},
+                                {"assignmentEpoch", view.assignment_epoch},
+                                {"shardCount", view.shard_count},
+                                {"config", ConfigObject(view.config)},
+                                {"members", std::move(members)},
+                                {"correctionRound", RoundObject(view.correction_round)},
+                                {"shards", RoutingShards(view.shards)}});
+}
+
+Result<GroupView> ParseGroupView(std::string_view body) {
+  return Guarded<GroupView>(ErrorCode::kInternal, [&]() -> Result<GroupView> {
+    auto doc = ParseDocument(body, ErrorCode::kInternal);
+    if (!doc.ok()) return doc.error();
+    const json::object& o = doc->get_object();
+    Reader r(ErrorCode::kInternal);
+    GroupView v;
+    v.stream = r.AnyString(o, "stream", "", true).value_or("");
+    v.group = r.AnyString(o, "group", "", true).value_or("");
+    v.revision = r.Int(o, "revision", "", 0, kInt64Max, true).value_or(0);
+    v.metadata_version = r.Int(o, "metadataVersion", "", 0, kInt64Max, true).value_or(0);
+    v.lineage = r.AnyString(o, "lineage", "", true).value_or("");
+    v.assignment_epoch = r.Int(o, "assignmentEpoch", "", 0, kInt64Max, true).value_or(0);
+    v.shard_count =
+        static_cast<int32_t>(r.Int(o, "shardCount", "", 0, kMaxShardCount, true).value_or(0));
+    if (const json::value* c = r.Find(o, "config", "", true))
+      v.config = ReadConfig(r, *c, "config");
+    const json::array* members = r.Array(o, "members", "", true, kMaxReportedShards);
+    for (size_t i = 0; members != nullptr && i < members->size() && r.ok(); ++i) {
+      v.members.push_back(ReadMember(r, (*members)[i], Index("members", i)));
+    }
+    v.correction_round = ReadRound(r, o);
+    v.shards = ReadRoutingShards(r, o);
+    if (!r.ok()) return r.error();
+    return v;
+  });
+}
+
+std::string SerializeGroupList(const std::vector<GroupKey>& groups) {
+  json::array a;
+  a.reserve(groups.size());
+  for (const GroupKey& k : groups)
+    a.push_back(json::object{{"stream", k.stream}, {"group", k.group}});
+  return Serialize(json::object{{"groups", std::move(a)}});
+}
+
+Result<std::vector<GroupKey>> ParseGroupList(std::string_view body) {
+  using Out = std::vector<GroupKey>;
+  return Guarded<Out>(ErrorCode::kInternal, [&]() -> Result<Out> {
+    auto doc = ParseDocument(body, ErrorCode::kInternal);
+    if (!doc.ok()) return doc.error();
+    Reader r(ErrorCode::kInternal);
+    Out out;
+    const json::array* a =
+        r.Array(doc->get_object(), "groups", "", true, std::numeric_limits<size_t>::max());
+    for (size_t i = 0; a != nullptr && i < a->size() && r.ok(); ++i) {
+      std::string path = Index("groups", i);
+      const json::object* e = r.Object((*a)[i], path);
+      if (e == nullptr) break;
+      GroupKey k;
+      k.stream = r.AnyString(*e, "stream", path, true).value_or("");
+      k.group = r.AnyString(*e, "group", path, true).value_or("");
+      out.push_back(std::move(k));
+    }
+    if (!r.ok()) return r.error();
+    return out;
+  });
+}
+
+std::string SerializeDeleted(const GroupKey& key) {
+  return Serialize(json::object{{"stream", key.stream}, {"group", key.group}, {"deleted", true}});
+}
+
+std::string SerializeError(const Error& error) {
+  return Serialize(json::object{{"error", ErrorCodeName(error.code)}, {"message", error.message}});
+}
+
+std::optional<ErrorCode> ErrorCodeFromName(std::string_view name) {
+  // kUnknownResult is the last enumerator of ErrorCode (result.h).
+  for (int i = 0; i <= static_cast<int>(ErrorCode::kUnknownResult); ++i) {
+    auto code = static_cast<ErrorCode>(i);
+    if (ErrorCodeName(code) == name) return code;
+  }
+  return std::nullopt;
+}
+
+Result<ErrorBody> ParseErrorBody(std::string_view body) {
+  return Guarded<ErrorBody>(ErrorCode::kInternal, [&]() -> Result<ErrorBody> {
+    auto doc = ParseDocument(body, ErrorCode::kInternal);
+    if (!doc.ok()) return doc.error();
+    Reader r(ErrorCode::kInternal);
+    ErrorBody e;
+    e.error = r.AnyString(doc->get_object(), "error", "", true).value_or("");
+    e.message = r.AnyString(doc->get_object(), "message", "", false).value_or("");
+    if (!r.ok()) return r.error();
+    e.code = ErrorCodeFromName(e.error);
+    return e;
+  });
+}
+
+std::string SerializeGroupConfig(const GroupConfig& config) {
+  return Serialize(ConfigObject(config));
+}
+
+}  // namespace rsc

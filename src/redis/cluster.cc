@@ -1,0 +1,252 @@
+#include "redis/cluster.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <set>
+#include <thread>
+
+namespace rsc::redis {
+namespace {
+
+constexpr int kMaxRedirects = 8;
+
+// Splits "host:port" at the last ':' (IPv6 hosts may come unbracketed from CLUSTER SLOTS).
+bool SplitAddress(std::string_view address, std::string* host, int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  std::string_view h = address.substr(0, colon);
+  if (h.starts_with('[') && h.ends_with(']')) h = h.substr(1, h.size() - 2);
+  std::string_view p = address.substr(colon + 1);
+  // Redis 7 may append "@cport" in some outputs.
+  if (size_t at = p.find('@'); at != std::string_view::npos) p = p.substr(0, at);
+  auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), *port);
+  if (ec != std::errc() || ptr != p.data() + p.size()) return false;
+  *host = std::string(h);
+  return true;
+}
+
+std::string JoinAddress(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+}  // namespace
+
+uint16_t Crc16(std::string_view data) {
+  uint16_t crc = 0;
+  for (unsigned char c : data) {
+    crc ^= static_cast<uint16_t>(c) << 8;
+    for (int i = 0; i < 8; ++i) {
+      crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                           : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+int KeySlot(std::string_view key) {
+  size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return Crc16(key) % kClusterSlots;
+}
+
+ClusterExecutor::ClusterExecutor(ConnectionOptions seed, size_t pool_size,
+                                 std::chrono::milliseconds checkout_wait)
+    : seed_(std::move(seed)),
+      pool_size_(pool_size),
+      checkout_wait_(checkout_wait),
+      slots_(kClusterSlots) {}
+
+Result<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Connect(
+    const ConnectionOptions& seed, size_t pool_size, std::chrono::milliseconds checkout_wait) {
+  std::unique_ptr<ClusterExecutor> ex(new ClusterExecutor(seed, pool_size, checkout_wait));
+  if (Status s = ex->LoadSlotsFrom(seed.Address()); !s.ok()) return s.error();
+  return ex;
+}
+
+std::string ClusterExecutor::NormalizeAddress(std::string_view address,
+                                              std::string_view via) const {
+  std::string host;
+  int port = 0;
+  if (!SplitAddress(address, &host, &port)) return std::string(address);
+  if (host.empty() || host == "?") {
+    std::string via_host;
+    int via_port = 0;
+    host = SplitAddress(via, &via_host, &via_port) ? via_host : seed_.host;
+  }
+  return JoinAddress(host, port);
+}
+
+ConnectionPool* ClusterExecutor::PoolFor(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pools_.find(address);
+  if (it != pools_.end()) return it->second.get();
+  ConnectionOptions o = seed_;
+  if (!SplitAddress(address, &o.host, &o.port)) {
+    o.host = seed_.host;
+    o.port = seed_.port;
+  }
+  o.db = 0;
+  auto pool = std::make_unique<ConnectionPool>(o, pool_size_, checkout_wait_);
+  ConnectionPool* raw = pool.get();
+  pools_.emplace(address, std::move(pool));
+  return raw;
+}
+
+std::string ClusterExecutor::NodeForSlot(int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string& node = slots_[static_cast<size_t>(slot)];
+  return node.empty() ? seed_.Address() : node;
+}
+
+Status ClusterExecutor::LoadSlotsFrom(const std::string& address) {
+  ConnectionPool* pool = PoolFor(address);
+  auto lease = pool->Checkout();
+  if (!lease.ok()) return lease.error();
+  auto reply = (*lease)->Run({"CLUSTER", "SLOTS"}, CommandKind::kRead);
+  if (!reply.ok()) return reply.error();
+  if (reply->IsError()) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("redis {}: CLUSTER SLOTS failed: {}", address, reply->str));
+  }
+  std::vector<std::string> slots(kClusterSlots);
+  size_t covered = 0;
+  for (const Reply& range : reply->elements) {
+    if (!range.IsArray() || range.elements.size() < 3 || !range.elements[0].IsInteger() ||
+        !range.elements[1].IsInteger() || !range.elements[2].IsArray() ||
+        range.elements[2].elements.size() < 2) {
+      return MakeError(
+          ErrorCode::kRedisUnavailable,
+          fmt::format("redis {}: malformed CLUSTER SLOTS entry {}", address, range.DebugString()));
+    }
+    const Reply& master = range.elements[2];
+    std::string node = NormalizeAddress(
+        fmt::format("{}:{}", master.elements[0].str, master.elements[1].integer), address);
+    for (int64_t s = range.elements[0].integer; s <= range.elements[1].integer && s < kClusterSlots;
+         ++s) {
+      if (s < 0) continue;
+      slots[static_cast<size_t>(s)] = node;
+      ++covered;
+    }
+  }
+  if (covered < kClusterSlots) {
+    spdlog::warn("redis cluster: only {} of {} slots are served (via {})", covered, kClusterSlots,
+                 address);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_ = std::move(slots);
+  return OkStatus();
+}
+
+Status ClusterExecutor::RefreshSlots() {
+  std::vector<std::string> candidates;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::set<std::string> seen(slots_.begin(), slots_.end());
+    seen.erase("");
+    candidates.assign(seen.begin(), seen.end());
+  }
+  candidates.push_back(seed_.Address());
+  Error last = MakeError(ErrorCode::kRedisUnavailable, "redis cluster: no node to ask for slots");
+  for (const std::string& node : candidates) {
+    Status s = LoadSlotsFrom(node);
+    if (s.ok()) return s;
+    last = s.error();
+  }
+  return last;
+}
+
+Result<Reply> ClusterExecutor::Run(std::string_view key, const Command& cmd, CommandKind kind) {
+  const int slot = KeySlot(key);
+  std::string node = NodeForSlot(slot);
+  bool asking = false;
+  bool refreshed_after_failure = false;
+  for (int attempt = 0; attempt <= kMaxRedirects; ++attempt) {
+    auto lease = PoolFor(node)->Checkout();
+    if (!lease.ok()) return lease.error();
+    Result<Reply> reply = MakeError(ErrorCode::kInternal, "not run");
+    if (asking) {
+      auto replies = (*lease)->Pipeline({{"ASKING"}, cmd}, kind);
+      if (replies.ok()) {
+        reply = std::move(replies.value()[1]);
+      } else {
+        reply = replies.error();
+      }
+      asking = false;
+    } else {
+      reply = (*lease)->Run(cmd, kind);
+    }
+    if (!reply.ok()) {
+      // Nothing was applied (REDIS_UNAVAILABLE): the node may have failed over; learn the
+      // new map once and retry. UNKNOWN_RESULT goes back to the caller untouched.
+      if (reply.error().code == ErrorCode::kRedisUnavailable && !refreshed_after_failure) {
+        refreshed_after_failure = true;
+        if (RefreshSlots().ok()) {
+          node = NodeForSlot(slot);
+          continue;
+        }
+      }
+      return reply;
+    }
+    if (reply->ErrorIs("MOVED") || reply->ErrorIs("ASK")) {
+      // "MOVED 3999 127.0.0.1:6381"
+      std::string_view text = reply->str;
+      size_t last_space = text.rfind(' ');
+      std::string target = NormalizeAddress(text.substr(last_space + 1), node);
+      if (reply->ErrorIs("MOVED")) {
+        moved_.fetch_add(1, std::memory_order_relaxed);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          slots_[static_cast<size_t>(slot)] = target;
+        }
+        // One slot moved usually means many did (resharding, failover): relearn the map.
+        (void)RefreshSlots();
+        node = target;
+      } else {
+        ask_.fetch_add(1, std::memory_order_relaxed);
+        asking = true;
+        node = target;
+      }
+      continue;
+    }
+    if (reply->ErrorIs("TRYAGAIN")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+      continue;
+    }
+    return reply;
+  }
+  return MakeError(ErrorCode::kRedisUnavailable,
+                   fmt::format("redis cluster: too many redirections for slot {}", slot));
+}
+
+Result<std::vector<std::string>> ClusterExecutor::Masters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> seen(slots_.begin(), slots_.end());
+  seen.erase("");
+  return std::vector<std::string>(seen.begin(), seen.end());
+}
+
+Result<Reply> ClusterExecutor::RunOn(const std::string& node, const Command& cmd,
+                                     CommandKind kind) {
+  auto lease = PoolFor(node)->Checkout();
+  if (!lease.ok()) return lease.error();
+  return (*lease)->Run(cmd, kind);
+}
+
+std::string ClusterExecutor::Describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> seen(slots_.begin(), slots_.end());
+  seen.erase("");
+  std::string nodes;
+  for (const auto& n : seen) nodes += (nodes.empty() ? "" : ",") + n;
+  return fmt::format("redis cluster, {} masters: {}", seen.size(), nodes);
+}
+
+}  // namespace rsc::redis

@@ -1,0 +1,76 @@
+#pragma once
+// Redis Cluster routing for the store: CRC16 key slots with {hash tags}, a slot -> master
+// map from CLUSTER SLOTS, and redirections followed the way the cluster spec says:
+//   MOVED slot host:port  the slot lives elsewhere for good: update the map (and refresh
+//                         it whole, since a resharding or failover rarely moves one slot)
+//   ASK slot host:port    one-off during a slot migration: send ASKING then the command to
+//                         that node, leave the map alone
+//   TRYAGAIN              multi-key operation during migration: back off briefly, retry
+// A redirection means the command did not run, so following it is safe for writes.
+// All keys of one group share the {P:G} tag, hence one slot, so every store script is a
+// single-slot script.
+//
+// Thread safety: ClusterExecutor is safe for concurrent use; slots_ and pools_ are
+// guarded by mu_ (pools are never removed, so a pool pointer stays valid).
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/executor.h"
+
+namespace rsc::redis {
+
+inline constexpr int kClusterSlots = 16384;
+
+// CRC16-CCITT (XMODEM), the cluster's key hash.
+uint16_t Crc16(std::string_view data);
+// The slot of a key: CRC16 of the first non-empty {...} section if any, else of the key.
+int KeySlot(std::string_view key);
+
+class ClusterExecutor : public Executor {
+ public:
+  // Reads the slot map from `seed` (any node of the cluster). Errors: REDIS_UNAVAILABLE,
+  // or INVALID_REQUEST if the node is not in cluster mode or not all slots are served.
+  static Result<std::unique_ptr<ClusterExecutor>> Connect(const ConnectionOptions& seed,
+                                                          size_t pool_size,
+                                                          std::chrono::milliseconds checkout_wait);
+
+  Result<Reply> Run(std::string_view key, const Command& cmd, CommandKind kind) override;
+  Result<std::vector<std::string>> Masters() override;
+  Result<Reply> RunOn(const std::string& node, const Command& cmd, CommandKind kind) override;
+  std::string Describe() const override;
+
+  // Re-reads CLUSTER SLOTS from any known node.
+  Status RefreshSlots();
+  // Redirections followed so far; for tests and stats.
+  int64_t moved_count() const { return moved_.load(std::memory_order_relaxed); }
+  int64_t ask_count() const { return ask_.load(std::memory_order_relaxed); }
+
+ private:
+  ClusterExecutor(ConnectionOptions seed, size_t pool_size,
+                  std::chrono::milliseconds checkout_wait);
+
+  ConnectionPool* PoolFor(const std::string& address);
+  std::string NodeForSlot(int slot);
+  // Parses "host:port" of a redirection; an empty host means "the host you reached me at".
+  std::string NormalizeAddress(std::string_view address, std::string_view via) const;
+  Status LoadSlotsFrom(const std::string& address);
+
+  const ConnectionOptions seed_;
+  const size_t pool_size_;
+  const std::chrono::milliseconds checkout_wait_;
+  std::atomic<int64_t> moved_{0};
+  std::atomic<int64_t> ask_{0};
+
+  mutable std::mutex mu_;
+  std::vector<std::string> slots_;                                // guarded by mu_
+  std::map<std::string, std::unique_ptr<ConnectionPool>> pools_;  // guarded by mu_
+};
+
+}  // namespace rsc::redis

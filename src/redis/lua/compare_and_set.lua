@@ -1,0 +1,51 @@
+-- Compare-and-set of one group (SPEC R2.6): check the revision, then write everything.
+-- The key is never created here: a vanished hash is a conflict (SPEC L1).
+-- KEYS[1] metadata hash   KEYS[2] liveness sorted set
+-- ARGV[1] expected revision
+-- ARGV[2] '1' to write the aggregate (revision + 1), '0' for a liveness-only write
+-- ARGV[3] aggregate JSON  ARGV[4] schemaVersion  ARGV[5] layoutVersion
+-- ARGV[6] updatedAt (ms)  ARGV[7] writeToken
+-- ARGV[8] n = liveness entries to set, then n pairs (member, deadline ms), then the
+--         members to remove
+-- Reply: {1, newRevision} applied; {0, storedRevision} conflict ({0, -1}: no hash).
+-- Everything is validated before the first write: a script that fails halfway is not
+-- rolled back by Redis.
+local stored = redis.call('HGET', KEYS[1], 'revision')
+if stored == false then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return redis.error_reply('RSC_UNREADABLE metadata hash has no revision field')
+  end
+  return {0, -1}
+end
+local rev = tonumber(stored)
+if rev == nil or rev ~= math.floor(rev) then
+  return redis.error_reply('RSC_UNREADABLE revision field is not an integer')
+end
+if rev ~= tonumber(ARGV[1]) then
+  return {0, rev}
+end
+local n = tonumber(ARGV[8])
+if n == nil or n < 0 or 8 + 2 * n > #ARGV then
+  return redis.error_reply('ERR compare_and_set: bad liveness argument count')
+end
+local live_type = redis.call('TYPE', KEYS[2]).ok
+if live_type ~= 'none' and live_type ~= 'zset' then
+  return redis.error_reply('RSC_UNREADABLE liveness key is a ' .. live_type .. ', not a sorted set')
+end
+local new_rev = rev
+if ARGV[2] == '1' then
+  new_rev = rev + 1
+  redis.call('HSET', KEYS[1], 'aggregate', ARGV[3], 'revision', string.format('%d', new_rev),
+             'schemaVersion', ARGV[4], 'layoutVersion', ARGV[5], 'updatedAt', ARGV[6],
+             'writeToken', ARGV[7])
+end
+local i = 9
+for _ = 1, n do
+  redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i])
+  i = i + 2
+end
+while i <= #ARGV do
+  redis.call('ZREM', KEYS[2], ARGV[i])
+  i = i + 1
+end
+return {1, new_rev}

@@ -1,0 +1,340 @@
+#include "support/redis_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "support/wait.h"
+
+namespace rsc::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// True if 127.0.0.1:port can be bound right now.
+bool PortFree(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// An ephemeral port the kernel considers free. With `cluster`, port + 10000 (the cluster
+// bus) must be free too.
+int PickPort(bool cluster) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = 0;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      if (fd >= 0) ::close(fd);
+      continue;
+    }
+    int port = ntohs(addr.sin_port);
+    ::close(fd);
+    if (!cluster) return port;
+    if (port + 10000 <= 65535 && PortFree(port + 10000)) return port;
+    // Bus port out of range: the port 10000 lower usually is free, with its bus on `port`.
+    if (port - 10000 > 1024 && PortFree(port - 10000) && PortFree(port)) return port - 10000;
+  }
+  return 0;
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& cwd, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  // Child: only async-signal-safe calls until exec.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(126);
+  if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ::execvp(argv[0], argv.data());
+  ::_exit(127);
+}
+
+std::string Tail(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::deque<std::string> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    last.push_back(line);
+    if (last.size() > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += "\n  | " + l;
+  return out.empty() ? " (empty)" : out;
+}
+
+}  // namespace
+
+RedisProcess::RedisProcess(RedisProcessOptions options) : options_(std::move(options)) {
+  char tmpl[] = "/tmp/rsc-redis-XXXXXX";
+  const char* dir = ::mkdtemp(tmpl);
+  dir_ = dir != nullptr ? dir : "";
+}
+
+RedisProcess::~RedisProcess() {
+  Kill();
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+std::vector<std::string> RedisProcess::Args() const {
+  std::vector<std::string> a = {"redis-server",
+                                "--port",
+                                std::to_string(port_),
+                                "--bind",
+                                "127.0.0.1",
+                                "--dir",
+                                dir_,
+                                "--logfile",
+                                dir_ + "/redis.log",
+                                "--daemonize",
+                                "no",
+                                "--save",
+                                options_.save,
+                                "--appendonly",
+                                options_.appendonly ? "yes" : "no",
+                                "--repl-diskless-sync-delay",
+                                "0"};
+  if (!options_.password.empty()) {
+    a.insert(a.end(), {"--requirepass", options_.password});
+    if (options_.replicaof_port) a.insert(a.end(), {"--masterauth", options_.password});
+  }
+  if (!options_.acl_user.empty()) {
+    a.insert(a.end(),
+             {"--user", options_.acl_user, "on", ">" + options_.acl_password, "~*", "&*", "+@all"});
+    if (options_.replicaof_port) {
+      a.insert(a.end(), {"--masteruser", options_.acl_user, "--masterauth", options_.acl_password});
+    }
+  }
+  if (options_.replicaof_port) {
+    a.insert(a.end(), {"--replicaof", "127.0.0.1", std::to_string(*options_.replicaof_port)});
+  }
+  if (options_.cluster) {
+    a.insert(a.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
+                       "--cluster-node-timeout", "2000"});
+  }
+  a.insert(a.end(), options_.extra_args.begin(), options_.extra_args.end());
+  return a;
+}
+
+std::string RedisProcess::Url() const {
+  std::string auth;
+  if (!options_.acl_user.empty()) {
+    auth = options_.acl_user + ":" + options_.acl_password + "@";
+  } else if (!options_.password.empty()) {
+    auth = ":" + options_.password + "@";
+  }
+  return "redis://" + auth + Address();
+}
+
+std::string RedisProcess::LogTail(size_t lines) const {
+  return Tail(dir_ + "/redis.log", lines) + Tail(dir_ + "/stdout.log", 5);
+}
+
+std::unique_ptr<RedisCli> RedisProcess::Cli() const {
+  std::string error;
+  const std::string& user = options_.acl_user;
+  const std::string& password = user.empty() ? options_.password : options_.acl_password;
+  auto cli = RedisCli::Connect(port_, user, password, milliseconds(5000), &error);
+  if (cli == nullptr) ADD_FAILURE() << "cannot connect to redis " << Address() << ": " << error;
+  return cli;
+}
+
+::testing::AssertionResult RedisProcess::Start() {
+  if (dir_.empty()) return ::testing::AssertionFailure() << "mkdtemp failed";
+  if (running()) return ::testing::AssertionSuccess();
+  const bool pick = port_ == 0;
+  for (int attempt = 0;; ++attempt) {
+    if (pick) port_ = PickPort(options_.cluster);
+    if (port_ == 0) return ::testing::AssertionFailure() << "no free loopback port";
+    auto started = Launch();
+    if (started) return started;
+    // A port taken between picking and binding: try another (first start only).
+    bool port_race = LogTail(5).find("Address already in use") != std::string::npos;
+    if (!pick || !port_race || attempt >= 5) return started;
+    std::filesystem::remove(dir_ + "/redis.log");
+  }
+}
+
+::testing::AssertionResult RedisProcess::Launch() {
+  const auto args = Args();
+  pid_ = Spawn(args, dir_, dir_ + "/stdout.log");
+  if (pid_ < 0) return ::testing::AssertionFailure() << "fork: " << std::strerror(errno);
+
+  const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  std::string last_error = "not tried";
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return ::testing::AssertionFailure()
+             << "redis-server on port " << port_ << " exited during start-up (status " << status
+             << "); log:" << LogTail();
+    }
+    std::string error;
+    auto cli = RedisCli::Connect(port_, "", "", milliseconds(500), &error);
+    if (cli != nullptr) {
+      CliReply pong = cli->Run({"PING"});
+      // NOAUTH: up, but wants a password; LOADING: still reading its data set.
+      if (pong.str == "PONG" || pong.str.starts_with("NOAUTH")) {
+        return ::testing::AssertionSuccess();
+      }
+      last_error = pong.ToString();
+    } else {
+      last_error = error;
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  Kill();
+  return ::testing::AssertionFailure()
+         << "redis-server on port " << port_ << " did not answer PING within "
+         << options_.start_timeout.count() << " ms (last: " << last_error << "); log:" << LogTail();
+}
+
+bool RedisProcess::Reap(milliseconds wait) {
+  if (pid_ <= 0) return true;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_ || (r < 0 && errno == ECHILD)) {
+      pid_ = -1;
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+}
+
+::testing::AssertionResult RedisProcess::Stop(bool save) {
+  if (!running()) return ::testing::AssertionSuccess();
+  std::string error;
+  const std::string& user = options_.acl_user;
+  const std::string& password = user.empty() ? options_.password : options_.acl_password;
+  auto cli = RedisCli::Connect(port_, user, password, milliseconds(5000), &error);
+  std::string detail;
+  if (cli != nullptr) {
+    CliReply reply;
+    if (!cli->RunExpectClose({"SHUTDOWN", save ? "SAVE" : "NOSAVE"}, &reply)) {
+      detail = "SHUTDOWN answered " + reply.ToString();
+    }
+  } else {
+    detail = "cannot connect for SHUTDOWN: " + error;
+  }
+  if (Reap(milliseconds(10000))) return ::testing::AssertionSuccess();
+  ::kill(pid_, SIGTERM);
+  if (Reap(milliseconds(5000))) return ::testing::AssertionSuccess();
+  Kill();
+  return ::testing::AssertionFailure()
+         << "redis-server " << Address() << " did not stop on SHUTDOWN or SIGTERM (" << detail
+         << "); killed. log:" << LogTail();
+}
+
+void RedisProcess::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  Reap(milliseconds(60000));
+}
+
+::testing::AssertionResult RedisProcess::Restart(bool save) {
+  if (auto stopped = Stop(save); !stopped) return stopped;
+  return Start();
+}
+
+void RedisProcess::Pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void RedisProcess::Resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
+Cluster3::Cluster3(RedisProcessOptions options) : options_(std::move(options)) {
+  options_.cluster = true;
+  for (int i = 0; i < 3; ++i) nodes_.push_back(std::make_unique<RedisProcess>(options_));
+}
+
+::testing::AssertionResult Cluster3::Start() {
+  for (auto& n : nodes_) {
+    if (auto s = n->Start(); !s) return s;
+  }
+  std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
+  for (auto& n : nodes_) args.push_back(n->Address());
+  args.push_back("--cluster-yes");
+  if (!options_.acl_user.empty()) {
+    args.insert(args.end(), {"--user", options_.acl_user, "--pass", options_.acl_password,
+                             "--no-auth-warning"});
+  } else if (!options_.password.empty()) {
+    args.insert(args.end(), {"-a", options_.password, "--no-auth-warning"});
+  }
+  const std::string log = nodes_[0]->Dir() + "/cluster-create.log";
+  pid_t pid = Spawn(args, nodes_[0]->Dir(), log);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return ::testing::AssertionFailure()
+             << "redis-cli --cluster create hung; output:" << Tail(log, 30);
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return ::testing::AssertionFailure() << "redis-cli --cluster create failed (status " << status
+                                         << "); output:" << Tail(log, 30);
+  }
+  for (auto& n : nodes_) {
+    auto node_cli = n->Cli();
+    if (node_cli == nullptr)
+      return ::testing::AssertionFailure() << "cannot reach " << n->Address();
+    auto ok = WaitFor(
+        [&] {
+          CliReply info = node_cli->Run({"CLUSTER", "INFO"});
+          return info.str.find("cluster_state:ok") != std::string::npos &&
+                 info.str.find("cluster_slots_ok:16384") != std::string::npos;
+        },
+        milliseconds(20000), "cluster_state:ok on " + n->Address());
+    if (!ok) return ok;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace rsc::testing

@@ -1,0 +1,97 @@
+#pragma once
+// RedisProcess: a real redis-server for tests, on a free loopback port in its own temp
+// directory (ENGINEERING §5). Start waits for PING with a bounded deadline and fails with
+// the server's log tail, never a blind sleep. The destructor kills the server by PID and
+// removes the directory; the child also dies with the test process (PR_SET_PDEATHSIG).
+//
+// Run tests that use it inside scripts/netns.sh: the host loopback is throttled.
+//
+// Thread safety: none; drive one RedisProcess from one thread.
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/redis_cli.h"
+
+namespace rsc::testing {
+
+struct RedisProcessOptions {
+  std::string password;               // requirepass (legacy AUTH <password>)
+  std::string acl_user;               // adds an ACL user with all permissions ...
+  std::string acl_password;           // ... and this password
+  std::optional<int> replicaof_port;  // REPLICAOF 127.0.0.1 <port>
+  bool appendonly = false;
+  std::string save;      // RDB save points ("" = none, e.g. "3600 1")
+  bool cluster = false;  // cluster-enabled yes, own nodes.conf
+  // Anything else, e.g. {"--enable-debug-command", "local"} or
+  // {"--rename-command", "EVALSHA", ""}. "--repl-diskless-sync-delay 0" is always set.
+  std::vector<std::string> extra_args;
+  std::chrono::milliseconds start_timeout{10000};
+};
+
+class RedisProcess {
+ public:
+  explicit RedisProcess(RedisProcessOptions options = {});
+  ~RedisProcess();
+  RedisProcess(const RedisProcess&) = delete;
+  RedisProcess& operator=(const RedisProcess&) = delete;
+
+  // Starts the server (picking a port on first start) and waits until it answers PING.
+  ::testing::AssertionResult Start();
+  // SHUTDOWN NOSAVE (or SAVE when `save`), falling back to SIGTERM then SIGKILL; waits for
+  // the process to exit.
+  ::testing::AssertionResult Stop(bool save = false);
+  // SIGKILL, no chance to save.
+  void Kill();
+  // Stop (or nothing if not running), then Start on the same port and directory.
+  ::testing::AssertionResult Restart(bool save = false);
+  // SIGSTOP / SIGCONT, to simulate a hung server.
+  void Pause();
+  void Resume();
+
+  bool running() const { return pid_ > 0; }
+  pid_t Pid() const { return pid_; }
+  int Port() const { return port_; }
+  const std::string& Dir() const { return dir_; }
+  // redis://[user:password@]127.0.0.1:port with the configured credentials.
+  std::string Url() const;
+  std::string Address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // A fresh authenticated client; fails the current test (and returns nullptr) if it
+  // cannot connect.
+  std::unique_ptr<RedisCli> Cli() const;
+  // Last lines of the server log, for failure messages.
+  std::string LogTail(size_t lines = 20) const;
+
+ private:
+  ::testing::AssertionResult Launch();
+  bool Reap(std::chrono::milliseconds wait);  // waits for exit; true if exited
+  std::vector<std::string> Args() const;
+
+  RedisProcessOptions options_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// A 3-master Redis Cluster (no replicas), created with redis-cli --cluster create.
+class Cluster3 {
+ public:
+  explicit Cluster3(RedisProcessOptions options = {});
+  ::testing::AssertionResult Start();
+  RedisProcess& node(size_t i) { return *nodes_[i]; }
+  size_t size() const { return nodes_.size(); }
+  // redis://127.0.0.1:<first node's port>
+  std::string Url() const { return nodes_[0]->Url(); }
+
+ private:
+  RedisProcessOptions options_;
+  std::vector<std::unique_ptr<RedisProcess>> nodes_;
+};
+
+}  // namespace rsc::testing
