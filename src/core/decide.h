@@ -100,6 +100,12 @@ struct Decision {
 Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const Liveness& live,
                                             const HeartbeatRequest& req, const Env& env);
 
+// The full decision path without the steady-state shortcut; tests compare the two.
+Decision<HeartbeatResponse> DecideHeartbeatFullForTest(const GroupMetadata& stored,
+                                                       const Liveness& live,
+                                                       const HeartbeatRequest& req,
+                                                       const Env& env);
+
 // Periodic maintenance: expiry, rebalance-timeout fencing, blocker expiry, round
 // completion. Response is Unit; `next` set only when something changed.
 Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, const Env& env);

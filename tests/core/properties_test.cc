@@ -64,6 +64,7 @@ struct Model {
     if (!c.alive) return;
     const TimeMs sent = h.now();
     const HeartbeatRequest req = c.fm.Request();
+    CheckShortcutMatchesFullPath(req);
     auto r = h.Heartbeat(req);
     CheckRepeatIsIdentical(req, r);
     if (lose) return;
@@ -81,6 +82,18 @@ struct Model {
     c.lease_end = sent + r->assignment_lease_ms;  // C1: from send time
     c.fm.Observe(*r);
     c.tainted = false;
+  }
+
+  // The steady-state shortcut must decide exactly like the full path.
+  void CheckShortcutMatchesFullPath(const HeartbeatRequest& req) {
+    const Env env{h.now(), "cmp"};
+    auto fast = DecideHeartbeat(h.meta(), h.Live(), req, env);
+    auto full = DecideHeartbeatFullForTest(h.meta(), h.Live(), req, env);
+    RC_ASSERT(fast.next == full.next);
+    RC_ASSERT(fast.liveness.set == full.liveness.set);
+    RC_ASSERT(fast.liveness.remove == full.liveness.remove);
+    RC_ASSERT(fast.response.ok() == full.response.ok());
+    if (fast.response.ok()) RC_ASSERT(fast.response.value() == full.response.value());
   }
 
   void CheckRepeatIsIdentical(const HeartbeatRequest& req, const Result<HeartbeatResponse>& r) {
