@@ -29,7 +29,7 @@
 namespace rsc {
 
 // Limits of the wire format.
-inline constexpr int32_t kMaxShardCount = 4096;      // shardCount is 1..4096
+inline constexpr int32_t kMaxShardCount = kMaxShards;  // shardCount is 1..kMaxShards (metadata.h)
 inline constexpr size_t kMaxReportedShards = 65536;  // entries per shard array
 inline constexpr size_t kMaxIdLength = 128;          // memberId, instanceId
 inline constexpr size_t kMaxLineageLength = 64;      // lineage tokens

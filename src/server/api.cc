@@ -1,0 +1,309 @@
+#include "server/api.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <exception>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "core/protocol_json.h"
+
+namespace rsc {
+namespace {
+
+constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+// Reads an optional non-negative integer query parameter.
+Result<std::optional<int64_t>> QueryInt(const std::map<std::string, std::string>& q,
+                                        const std::string& name) {
+  auto it = q.find(name);
+  if (it == q.end()) return std::optional<int64_t>();
+  const std::string& s = it->second;
+  int64_t v = 0;
+  bool ok = !s.empty() && s.size() <= 19;
+  for (char c : s) {
+    if (!ok) break;
+    if (c < '0' || c > '9') {
+      ok = false;
+      break;
+    }
+    int d = c - '0';
+    if (v > (std::numeric_limits<int64_t>::max() - d) / 10) {
+      ok = false;
+      break;
+    }
+    v = v * 10 + d;
+  }
+  if (!ok) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("query parameter {}: must be an integer between 0 and {}", name,
+                                 std::numeric_limits<int64_t>::max()));
+  }
+  return std::optional<int64_t>(v);
+}
+
+}  // namespace
+
+struct Api::Outcome {
+  HttpResponse response;
+  std::optional<Error> error;  // set when the response is an error body
+
+  static Outcome Ok(int status, std::string body) {
+    return Outcome{JsonResponse(status, std::move(body)), std::nullopt};
+  }
+  static Outcome Fail(Error e) {
+    Outcome o{JsonResponse(HttpStatus(e.code), SerializeError(e)), std::move(e)};
+    return o;
+  }
+};
+
+bool ConstantTimeEquals(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+Api::Api(CoordinatorApi& api, ShutdownGate& gate, Metrics& metrics, ApiOptions options)
+    : api_(api), gate_(gate), metrics_(metrics), options_(std::move(options)) {}
+
+bool Api::IsInline(const HttpRequest& req) const {
+  if (req.method != "GET") return false;
+  std::string_view t = req.target;
+  t = t.substr(0, t.find('?'));
+  return t == "/healthz" || t == "/metrics";
+}
+
+void Api::OnServerReply(int status) { metrics_.OnHttpServerReply(status); }
+
+HttpResponse Api::Handle(const HttpRequest& req) {
+  auto start = std::chrono::steady_clock::now();
+  std::string allow;
+  Result<RouteMatch> m = MatchRoute(req.method, req.target, &allow);
+  std::string_view route = "unmatched";
+  Outcome out;
+  if (!m.ok()) {
+    out = Outcome::Fail(m.error());
+    if (!allow.empty()) out.response.headers.emplace_back("Allow", allow);
+  } else {
+    route = RouteName(m->route);
+    try {
+      out = Dispatch(*m, req);
+    } catch (const std::exception& e) {
+      spdlog::error("http handler for route {} threw: {}", route, e.what());
+      out = Outcome::Fail(MakeError(ErrorCode::kInternal, "internal error"));
+    }
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_.OnHttpRequest(route, out.response.status, seconds);
+  std::string_view path = req.target;
+  path = path.substr(0, path.find('?'));
+  auto duration_us = static_cast<int64_t>(seconds * 1e6);
+  if (out.response.status >= 500) {
+    spdlog::warn("http method={} path={} route={} status={} duration_us={} error={} message=\"{}\"",
+                 req.method, path, route, out.response.status, duration_us,
+                 out.error ? ErrorCodeName(out.error->code) : "-",
+                 out.error ? out.error->message : "");
+  } else {
+    spdlog::debug("http method={} path={} route={} status={} duration_us={}{}{}", req.method, path,
+                  route, out.response.status, duration_us, out.error ? " error=" : "",
+                  out.error ? ErrorCodeName(out.error->code) : "");
+  }
+  return std::move(out.response);
+}
+
+bool Api::Authorized(const HttpRequest& req) const {
+  if (options_.admin_token.empty()) return true;
+  std::string_view h = req.Header("Authorization");
+  constexpr std::string_view kScheme = "bearer";
+  if (h.size() <= kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    char c = h[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != kScheme[i]) return false;
+  }
+  std::string_view token = h.substr(kScheme.size());
+  if (token.empty() || (token[0] != ' ' && token[0] != '\t')) return false;
+  size_t b = token.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return false;
+  token = token.substr(b);
+  token = token.substr(0, token.find_last_not_of(" \t") + 1);
+  return ConstantTimeEquals(token, options_.admin_token);
+}
+
+Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
+  if (IsAdminRoute(m.route) && !Authorized(req)) {
+    Outcome o =
+        Outcome::Fail(MakeError(ErrorCode::kUnauthorized,
+                                "admin endpoint: missing or wrong 'Authorization: Bearer' token"));
+    o.response.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return o;
+  }
+  std::optional<ShutdownGate::Guard> guard;
+  if (IsGatedRoute(m.route)) {
+    guard = gate_.Enter();
+    if (!guard) {
+      Error e = MakeError(ErrorCode::kCoordinatorTerminating,
+                          "coordinator is terminating; retry on another endpoint");
+      if (m.route == Route::kHeartbeat || m.route == Route::kLeave) {
+        metrics_.OnHeartbeat(ErrorCodeName(e.code));
+      }
+      return Outcome::Fail(std::move(e));
+    }
+  }
+
+  switch (m.route) {
+    case Route::kHeartbeat: {
+      auto hb = ParseHeartbeatRequest(req.body);
+      if (!hb.ok()) {
+        metrics_.OnHeartbeat(ErrorCodeName(hb.error().code));
+        return Outcome::Fail(hb.error());
+      }
+      return Heartbeat(m.key, *hb);
+    }
+    case Route::kLeave: {
+      auto leave = ParseLeaveRequest(req.body);
+      if (!leave.ok()) {
+        metrics_.OnHeartbeat(ErrorCodeName(leave.error().code));
+        return Outcome::Fail(leave.error());
+      }
+      return Heartbeat(m.key, leave->heartbeat);
+    }
+    case Route::kRouting: {
+      auto q = ParseQuery(m.query);
+      if (!q.ok()) return Outcome::Fail(q.error());
+      auto version = QueryInt(*q, "observedVersion");
+      if (!version.ok()) return Outcome::Fail(version.error());
+      std::string lineage;
+      if (auto it = q->find("lineage"); it != q->end()) lineage = it->second;
+      if (lineage.size() > kMaxLineageLength) {
+        return Outcome::Fail(
+            MakeError(ErrorCode::kInvalidRequest, "query parameter lineage: at most 64 bytes"));
+      }
+      auto r = api_.Routing(m.key, version->value_or(0), lineage);
+      if (!r.ok()) return Outcome::Fail(r.error());
+      return Outcome::Ok(200, SerializeRoutingResponse(*r));
+    }
+    case Route::kCreateGroup: {
+      auto c = ParseCreateGroupRequest(req.body);
+      if (!c.ok()) return Outcome::Fail(c.error());
+      auto v = api_.CreateGroup(*c);
+      if (!v.ok()) return Outcome::Fail(v.error());
+      return Outcome::Ok(201, SerializeGroupView(*v));
+    }
+    case Route::kListGroups: {
+      auto l = api_.ListGroups();
+      if (!l.ok()) return Outcome::Fail(l.error());
+      return Outcome::Ok(200, SerializeGroupList(*l));
+    }
+    case Route::kDescribeGroup: {
+      auto v = api_.DescribeGroup(m.key);
+      if (!v.ok()) return Outcome::Fail(v.error());
+      return Outcome::Ok(200, SerializeGroupView(*v));
+    }
+    case Route::kPatchGroup:
+      return Patch(m, req);
+    case Route::kDeleteGroup: {
+      auto q = ParseQuery(m.query);
+      if (!q.ok()) return Outcome::Fail(q.error());
+      auto rev = QueryInt(*q, "expectedRevision");
+      if (!rev.ok()) return Outcome::Fail(rev.error());
+      if (!rev->has_value()) {
+        return Outcome::Fail(
+            MakeError(ErrorCode::kInvalidRequest, "query parameter expectedRevision: is required"));
+      }
+      Status s = api_.DeleteGroup(m.key, **rev);
+      if (!s.ok()) return Outcome::Fail(s.error());
+      metrics_.ForgetGroup(m.key);
+      return Outcome::Ok(200, SerializeDeleted(m.key));
+    }
+    case Route::kFenceMember: {
+      auto v = api_.FenceMember(m.key, MemberId(m.member));
+      if (!v.ok()) return Outcome::Fail(v.error());
+      return Outcome::Ok(200, SerializeGroupView(*v));
+    }
+    case Route::kExportGroup: {
+      auto doc = api_.ExportGroup(m.key);
+      if (!doc.ok()) return Outcome::Fail(doc.error());
+      return Outcome::Ok(200, std::move(*doc));
+    }
+    case Route::kRestoreGroup: {
+      if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) {
+        return Outcome::Fail(
+            MakeError(ErrorCode::kInvalidRequest, "body is empty, expected an export document"));
+      }
+      auto v = api_.RestoreGroup(req.body);
+      if (!v.ok()) return Outcome::Fail(v.error());
+      return Outcome::Ok(200, SerializeGroupView(*v));
+    }
+    case Route::kHealthz:
+      return Outcome::Ok(200, R"({"status":"ok"})");
+    case Route::kReadyz: {
+      if (gate_.terminating()) {
+        return Outcome::Fail(
+            MakeError(ErrorCode::kCoordinatorTerminating, "coordinator is terminating"));
+      }
+      Status s = api_.Ready();
+      if (!s.ok()) {
+        Outcome o = Outcome::Fail(s.error());
+        o.response.status = 503;  // not ready, whatever the reason
+        return o;
+      }
+      return Outcome::Ok(200, R"({"status":"ready"})");
+    }
+    case Route::kMetrics: {
+      metrics_.SetTerminating(gate_.terminating());
+      if (options_.open_connections) metrics_.SetOpenConnections(options_.open_connections());
+      Outcome o = Outcome::Ok(200, metrics_.Serialize());
+      o.response.content_type = std::string(kPrometheusContentType);
+      return o;
+    }
+  }
+  return Outcome::Fail(MakeError(ErrorCode::kInternal, "unhandled route"));
+}
+
+Api::Outcome Api::Heartbeat(const GroupKey& key, const HeartbeatRequest& hb) {
+  auto r = api_.Heartbeat(key, hb);
+  if (!r.ok()) {
+    metrics_.OnHeartbeat(ErrorCodeName(r.error().code));
+    return Outcome::Fail(r.error());
+  }
+  metrics_.OnHeartbeat(HeartbeatStatusName(r->status));
+  return Outcome::Ok(200, SerializeHeartbeatResponse(*r));
+}
+
+Api::Outcome Api::Patch(const RouteMatch& m, const HttpRequest& req) {
+  auto body = ParsePatchGroupBody(req.body);
+  if (!body.ok()) return Outcome::Fail(body.error());
+  GroupConfig current;
+  if (body->config && !body->config->Complete()) {
+    auto view = api_.DescribeGroup(m.key);
+    if (!view.ok()) return Outcome::Fail(view.error());
+    if (view->revision != body->expected_revision) {
+      return Outcome::Fail(
+          MakeError(ErrorCode::kRevisionConflict,
+                    fmt::format("expectedRevision {} does not match the current revision {}",
+                                body->expected_revision, view->revision)));
+    }
+    current = view->config;
+  }
+  auto patch = ResolvePatch(*body, current);
+  if (!patch.ok()) return Outcome::Fail(patch.error());
+  auto v = api_.PatchGroup(m.key, *patch);
+  if (!v.ok()) return Outcome::Fail(v.error());
+  return Outcome::Ok(200, SerializeGroupView(*v));
+}
+
+}  // namespace rsc

@@ -1,0 +1,72 @@
+#pragma once
+// The coordinator's HTTP API: turns an HttpRequest into one CoordinatorApi call and its
+// JSON answer. Per request, in this order:
+//   1. route (router.h): 404 NOT_FOUND, 405 METHOD_NOT_ALLOWED (with Allow), 400 for bad
+//      P/G/member names (R2.4)
+//   2. admin routes: `Authorization: Bearer <token>` when a token is configured, else
+//      401 UNAUTHORIZED (constant-time comparison)
+//   3. client requests and admin mutations pass the ShutdownGate: 503
+//      COORDINATOR_TERMINATING once terminating; requests already inside complete (S1)
+//   4. body/query validation (protocol_json.h): 400 INVALID_REQUEST naming the field
+//   5. the CoordinatorApi call; an Error becomes HttpStatus(code) with
+//      {"error": CODE, "message": ...}
+// Every request is counted in rsc_http_requests_total / _duration_seconds and logged as
+// one line at debug level (warn for status >= 500); requests routing did not match are
+// counted under route="unmatched". Heartbeat and leave outcomes are
+// counted in rsc_heartbeats_total{status} HERE, including requests refused before
+// reaching the service, so GroupService must not count them again.
+//
+// PATCH with a partial config: the missing fields come from the group's current config,
+// read with DescribeGroup; if that read shows a revision other than expectedRevision the
+// patch is refused with REVISION_CONFLICT right away (the service would refuse it too,
+// SPEC I4), so the merge always starts from the revision the patch is applied to.
+//
+// Thread safety: Handle() runs concurrently on the server's worker threads; the Api
+// holds no mutable state of its own. `api`, `gate` and `metrics` must outlive it.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "server/coordinator_api.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/router.h"
+#include "server/shutdown_gate.h"
+
+namespace rsc {
+
+struct ApiOptions {
+  std::string admin_token;  // empty: admin endpoints are open (SPEC S4 --admin-token)
+  // Optional source of the open-connection count reported on /metrics.
+  std::function<int64_t()> open_connections;
+};
+
+class Api : public HttpHandler {
+ public:
+  Api(CoordinatorApi& api, ShutdownGate& gate, Metrics& metrics, ApiOptions options = {});
+
+  HttpResponse Handle(const HttpRequest& req) override;
+  // /healthz and /metrics never block: they run on the IO thread.
+  bool IsInline(const HttpRequest& req) const override;
+  // Counts server-made replies (400 malformed HTTP, 413, 503 stopping) under
+  // rsc_http_requests_total{route="http_protocol"}.
+  void OnServerReply(int status) override;
+
+ private:
+  struct Outcome;
+  Outcome Dispatch(const RouteMatch& m, const HttpRequest& req);
+  Outcome Heartbeat(const GroupKey& key, const HeartbeatRequest& hb);
+  Outcome Patch(const RouteMatch& m, const HttpRequest& req);
+  bool Authorized(const HttpRequest& req) const;
+
+  CoordinatorApi& api_;
+  ShutdownGate& gate_;
+  Metrics& metrics_;
+  const ApiOptions options_;
+};
+
+// Compares in time that depends only on `expected`'s length, not on where they differ.
+bool ConstantTimeEquals(std::string_view given, std::string_view expected);
+
+}  // namespace rsc

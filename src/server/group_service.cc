@@ -1,0 +1,347 @@
+#include "server/group_service.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "core/codec.h"
+
+namespace rsc {
+
+GroupService::GroupService(MetadataStore& store, Clock& clock, TokenSource& tokens,
+                           ServiceObserver& observer, GroupServiceOptions options,
+                           std::function<Status()> ready_probe)
+    : store_(store),
+      clock_(clock),
+      tokens_(tokens),
+      observer_(observer),
+      options_(options),
+      ready_probe_(std::move(ready_probe)) {}
+
+std::shared_ptr<std::mutex> GroupService::MonitorFor(const GroupKey& key) {
+  std::lock_guard<std::mutex> lock(monitors_mu_);
+  auto& slot = monitors_[key.Tag()];
+  if (!slot) slot = std::make_shared<std::mutex>();
+  return slot;
+}
+
+namespace {
+
+// Releases the Redis mutex on scope exit; a failed release is harmless (it expires).
+class RedisLockGuard {
+ public:
+  RedisLockGuard(MetadataStore& store, const GroupKey& key, std::string token)
+      : store_(store), key_(key), token_(std::move(token)) {}
+  ~RedisLockGuard() { (void)store_.Unlock(key_, token_); }
+  RedisLockGuard(const RedisLockGuard&) = delete;
+  RedisLockGuard& operator=(const RedisLockGuard&) = delete;
+
+ private:
+  MetadataStore& store_;
+  GroupKey key_;
+  std::string token_;
+};
+
+Error ConflictExhausted(const GroupKey& key, int attempts) {
+  return MakeError(ErrorCode::kLockTimeout,
+                   fmt::format("group {}: metadata kept changing under {} attempts (revision "
+                               "conflicts); retry with backoff",
+                               key.Tag(), attempts));
+}
+
+}  // namespace
+
+template <class R, class F>
+Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wait, F&& decide,
+                               bool* wrote, StoreRevision* revision_out) {
+  if (wrote) *wrote = false;
+  std::shared_ptr<std::mutex> monitor = MonitorFor(key);
+  std::unique_lock<std::mutex> local(*monitor, std::defer_lock);
+  if (wait.count() == 0) {
+    if (!local.try_lock()) return MakeError(ErrorCode::kLockTimeout, "group busy");
+  } else {
+    local.lock();
+  }
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto token = store_.Lock(key, options_.lock_ttl, wait);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!token.ok()) return token.error();
+    // A tick that finds the mutex busy is not a timeout: someone else is doing the work.
+    if (wait.count() > 0) observer_.OnMutexWait(waited, token->has_value());
+    if (!token->has_value()) {
+      return MakeError(ErrorCode::kLockTimeout,
+                       fmt::format("group {}: mutex not acquired within {} ms", key.Tag(),
+                                   wait.count()));
+    }
+    RedisLockGuard guard(store_, key, **token);
+    const TimeMs now = clock_.NowMs();  // frozen for the whole decision
+    auto loaded = store_.Load(key, now);
+    if (!loaded.ok()) {
+      observer_.OnLoadError(key, loaded.error());
+      return loaded.error();
+    }
+    Env env{now, tokens_.NewToken()};
+    auto d = decide(*loaded->meta, loaded->liveness, env, loaded->revision);
+    observer_.OnEvents(key, d.events);
+    if (!d.next && d.liveness.empty()) {
+      if (revision_out) *revision_out = loaded->revision;
+      return std::move(d.response);
+    }
+    auto cas = store_.CompareAndSet(key, loaded->revision, d.next ? &*d.next : nullptr,
+                                    d.liveness, now);
+    if (!cas.ok()) {
+      // Includes UNKNOWN_RESULT: the client retries, and because answers are views of
+      // committed state (R3.3) the retry is safe whether or not this write landed.
+      if (cas.error().code == ErrorCode::kUnknownResult) {
+        return MakeError(ErrorCode::kRedisUnavailable,
+                         "Redis did not confirm the write; retry: " + cas.error().message);
+      }
+      return cas.error();
+    }
+    if (!cas->applied) {
+      observer_.OnRevisionConflict(key);
+      continue;  // someone else wrote (or the key vanished): reload and decide again
+    }
+    if (wrote) *wrote = d.next.has_value();
+    if (revision_out) *revision_out = cas->revision;
+    return std::move(d.response);
+  }
+  return ConflictExhausted(key, options_.max_attempts);
+}
+
+struct GroupService::HeartbeatWaiter {
+  const HeartbeatRequest* req;
+  std::optional<Result<HeartbeatResponse>> result;
+};
+
+struct GroupService::HeartbeatQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<HeartbeatWaiter*> waiting;  // guarded by mu
+  bool leader = false;                   // guarded by mu
+};
+
+std::shared_ptr<GroupService::HeartbeatQueue> GroupService::QueueFor(const GroupKey& key) {
+  std::lock_guard<std::mutex> lock(monitors_mu_);
+  auto& slot = queues_[key.Tag()];
+  if (!slot) slot = std::make_shared<HeartbeatQueue>();
+  return slot;
+}
+
+namespace {
+
+// Applies a decision's liveness changes to the liveness the next decision in the same
+// batch sees, so e.g. a member that joined earlier in the batch is not taken as expired.
+void ApplyLiveness(Liveness& live, const LivenessUpdate& u) {
+  for (const auto& id : u.remove) live.deadline_ms.erase(id);
+  for (const auto& [id, dl] : u.set) live.deadline_ms[id] = dl;
+}
+
+void MergeLiveness(LivenessUpdate& into, const LivenessUpdate& u) {
+  for (const auto& id : u.remove) {
+    std::erase_if(into.set, [&](const auto& p) { return p.first == id; });
+    if (std::find(into.remove.begin(), into.remove.end(), id) == into.remove.end()) {
+      into.remove.push_back(id);
+    }
+  }
+  for (const auto& [id, dl] : u.set) {
+    std::erase(into.remove, id);
+    std::erase_if(into.set, [&](const auto& p) { return p.first == id; });
+    into.set.emplace_back(id, dl);
+  }
+}
+
+}  // namespace
+
+void GroupService::RunHeartbeatBatch(const GroupKey& key, std::vector<HeartbeatWaiter*>& batch) {
+  using Batch = std::vector<Result<HeartbeatResponse>>;
+  auto r = Mutate<Batch>(
+      key, options_.lock_wait,
+      [&](const GroupMetadata& stored, const Liveness& loaded_live, const Env& env,
+          StoreRevision) {
+        Decision<Batch> out{std::nullopt, {}, Batch{}, {}};
+        const GroupMetadata* state = &stored;
+        Liveness live = loaded_live;
+        for (size_t i = 0; i < batch.size(); ++i) {
+          // One fresh lineage token per decision: each committed version gets its own.
+          Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken()};
+          auto d = DecideHeartbeat(*state, live, *batch[i]->req, step);
+          ApplyLiveness(live, d.liveness);
+          MergeLiveness(out.liveness, d.liveness);
+          out.events.insert(out.events.end(), d.events.begin(), d.events.end());
+          out.response->push_back(std::move(d.response));
+          if (d.next) {
+            out.next = std::move(d.next);
+            state = &*out.next;
+          }
+        }
+        return out;
+      });
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i]->result = r.ok() ? std::move(r.value()[i]) : Result<HeartbeatResponse>(r.error());
+    const auto& res = *batch[i]->result;
+    observer_.OnHeartbeat(key, res.ok() ? HeartbeatStatusName(res->status)
+                                        : ErrorCodeName(res.error().code));
+  }
+}
+
+Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
+                                                  const HeartbeatRequest& req) {
+  std::shared_ptr<HeartbeatQueue> q = QueueFor(key);
+  HeartbeatWaiter me{&req, std::nullopt};
+  std::unique_lock<std::mutex> lock(q->mu);
+  q->waiting.push_back(&me);
+  while (!me.result) {
+    if (q->leader) {
+      q->cv.wait(lock);
+      continue;
+    }
+    // Lead: take what is queued (this request included, unless an earlier leader
+    // already served it) and decide it as one batch.
+    q->leader = true;
+    std::vector<HeartbeatWaiter*> batch;
+    while (!q->waiting.empty() && batch.size() < options_.max_heartbeat_batch) {
+      batch.push_back(q->waiting.front());
+      q->waiting.pop_front();
+    }
+    lock.unlock();
+    RunHeartbeatBatch(key, batch);
+    lock.lock();
+    q->leader = false;
+    q->cv.notify_all();
+  }
+  return std::move(*me.result);
+}
+
+Result<RoutingResponse> GroupService::Routing(const GroupKey& key, int64_t observed_version,
+                                              const std::string& lineage) {
+  // No mutex: routing never writes (I3) and reads one atomic snapshot of the hash.
+  auto loaded = store_.Load(key, clock_.NowMs());
+  if (!loaded.ok()) {
+    observer_.OnLoadError(key, loaded.error());
+    return loaded.error();
+  }
+  auto d = DecideRouting(*loaded->meta, observed_version, lineage);
+  observer_.OnEvents(key, d.events);
+  return std::move(d.response);
+}
+
+Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
+  const TimeMs now = clock_.NowMs();
+  RSC_ASSIGN_OR_RETURN(GroupMetadata meta, DecideCreate(req, Env{now, tokens_.NewToken()}));
+  RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Create(meta, now));
+  return MakeGroupView(meta, rev, Liveness{}, now);
+}
+
+Result<std::vector<GroupKey>> GroupService::ListGroups() { return store_.ListGroups(); }
+
+Result<GroupView> GroupService::DescribeGroup(const GroupKey& key) {
+  const TimeMs now = clock_.NowMs();
+  auto loaded = store_.Load(key, now);
+  if (!loaded.ok()) {
+    observer_.OnLoadError(key, loaded.error());
+    return loaded.error();
+  }
+  RSC_ASSIGN_OR_RETURN(Liveness live, store_.LoadAllLiveness(key));
+  return MakeGroupView(*loaded->meta, loaded->revision, live, now);
+}
+
+Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroupRequest& req) {
+  StoreRevision rev;
+  bool revision_mismatch = false;
+  auto r = Mutate<GroupView>(
+      key, options_.lock_wait,
+      [&](const GroupMetadata& m, const Liveness& l, const Env& env, StoreRevision loaded) {
+        if (loaded.value() != req.expected_revision) {  // I4
+          revision_mismatch = true;
+          return Decision<GroupView>{
+              std::nullopt, {},
+              MakeError(ErrorCode::kRevisionConflict,
+                        fmt::format("expectedRevision {} but the stored revision is {}",
+                                    req.expected_revision, loaded.value())),
+              {}};
+        }
+        return DecidePatch(m, l, req, env);
+      },
+      nullptr, &rev);
+  if (!r.ok()) return r;
+  return DescribeGroup(key);
+}
+
+Status GroupService::DeleteGroup(const GroupKey& key, int64_t expected_revision) {
+  std::shared_ptr<std::mutex> monitor = MonitorFor(key);
+  std::lock_guard<std::mutex> local(*monitor);
+  return store_.Delete(key, StoreRevision(expected_revision));
+}
+
+Result<GroupView> GroupService::FenceMember(const GroupKey& key, const MemberId& member) {
+  auto r = Mutate<Unit>(key, options_.lock_wait,
+                        [&](const GroupMetadata& m, const Liveness& l, const Env& env,
+                            StoreRevision) { return DecideFence(m, l, member, env); });
+  if (!r.ok()) return r.error();
+  return DescribeGroup(key);
+}
+
+Result<std::string> GroupService::ExportGroup(const GroupKey& key) {
+  auto loaded = store_.Load(key, clock_.NowMs());
+  if (!loaded.ok()) {
+    observer_.OnLoadError(key, loaded.error());
+    return loaded.error();
+  }
+  return EncodeExport(*loaded->meta, loaded->revision);
+}
+
+Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
+  RSC_ASSIGN_OR_RETURN(ExportDoc doc, DecodeExport(export_json));
+  const TimeMs now = clock_.NowMs();
+  RSC_ASSIGN_OR_RETURN(GroupMetadata meta, DecideRestore(doc.meta, Env{now, tokens_.NewToken()}));
+  std::shared_ptr<std::mutex> monitor = MonitorFor(meta.key);
+  std::lock_guard<std::mutex> local(*monitor);
+  RSC_ASSIGN_OR_RETURN(auto token, store_.Lock(meta.key, options_.lock_ttl, options_.lock_wait));
+  if (!token) return MakeError(ErrorCode::kLockTimeout, "group mutex busy; retry the restore");
+  RedisLockGuard guard(store_, meta.key, *token);
+  RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Restore(meta, now));
+  // The restore replaced the liveness set; give every restored member a full lease to
+  // resync (the restore's correction round keeps everyone from starting new reads until
+  // then), instead of expiring them all on the next load.
+  LivenessUpdate seed;
+  Liveness live;
+  for (const Member& mem : meta.members) {
+    seed.set.emplace_back(mem.id.str(), now + meta.config.member_lease_ms);
+    live.deadline_ms[mem.id.str()] = now + meta.config.member_lease_ms;
+  }
+  if (!seed.empty()) {
+    RSC_ASSIGN_OR_RETURN(CasOutcome cas, store_.CompareAndSet(meta.key, rev, nullptr, seed, now));
+    if (!cas.applied) {
+      return MakeError(ErrorCode::kLockTimeout,
+                       "group changed during the restore; inspect it and retry");
+    }
+  }
+  return MakeGroupView(meta, rev, live, now);
+}
+
+Status GroupService::Ready() { return ready_probe_ ? ready_probe_() : OkStatus(); }
+
+Result<bool> GroupService::Tick(const GroupKey& key) {
+  bool wrote = false;
+  auto r = Mutate<Unit>(
+      key, std::chrono::milliseconds(0),
+      [&](const GroupMetadata& m, const Liveness& l, const Env& env, StoreRevision) {
+        return DecideTick(m, l, env);
+      },
+      &wrote);
+  if (!r.ok()) return r.error();
+  observer_.OnTick(key, wrote);
+  // Once per tick, the full liveness map for the member-age and revoking gauges.
+  const TimeMs now = clock_.NowMs();
+  auto loaded = store_.Load(key, now);
+  auto live = store_.LoadAllLiveness(key);
+  if (loaded.ok() && live.ok()) observer_.OnGroupState(key, *loaded->meta, *live, now);
+  return wrote;
+}
+
+}  // namespace rsc

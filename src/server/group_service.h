@@ -1,0 +1,104 @@
+#pragma once
+// GroupService: the shell around the pure core (SPEC R3.1). Every mutating workflow is
+//   local per-group monitor → Redis mutex → load → Decide*(…, now) → CAS → respond
+// and a CAS conflict (another replica wrote first, or the mutex expired mid-section)
+// restarts the whole cycle from a fresh load; it never overwrites (R2.6).
+//
+// Thread safety: all methods may be called concurrently from worker threads. Calls for
+// one group are serialized in-process by a per-group monitor (the seed's "local monitor
+// before the shutdown gate and the Redis mutex"), so replicas contend only across
+// processes.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/decide.h"
+#include "core/store.h"
+#include "server/coordinator_api.h"
+
+namespace rsc {
+
+// What the service reports for logs and metrics. Default implementations do nothing.
+class ServiceObserver {
+ public:
+  virtual ~ServiceObserver() = default;
+  virtual void OnEvents(const GroupKey&, const std::vector<Event>&) {}
+  // `status` is a HeartbeatStatusName or an ErrorCodeName.
+  virtual void OnHeartbeat(const GroupKey&, std::string_view /*status*/) {}
+  virtual void OnMutexWait(double /*seconds*/, bool /*acquired*/) {}
+  virtual void OnRevisionConflict(const GroupKey&) {}
+  virtual void OnLoadError(const GroupKey&, const Error&) {}
+  // Once per tick per group, with the full liveness map.
+  virtual void OnGroupState(const GroupKey&, const GroupMetadata&, const Liveness&,
+                            TimeMs /*now*/) {}
+  virtual void OnTick(const GroupKey&, bool /*wrote*/) {}
+};
+
+struct GroupServiceOptions {
+  std::chrono::milliseconds lock_ttl{2000};
+  std::chrono::milliseconds lock_wait{1500};
+  int max_attempts = 5;  // CAS conflicts retried before answering LOCK_TIMEOUT
+  size_t max_heartbeat_batch = 256;  // heartbeats decided under one load + CAS
+};
+
+class GroupService : public CoordinatorApi {
+ public:
+  GroupService(MetadataStore& store, Clock& clock, TokenSource& tokens,
+               ServiceObserver& observer, GroupServiceOptions options,
+               std::function<Status()> ready_probe);
+
+  Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) override;
+  Result<RoutingResponse> Routing(const GroupKey& key, int64_t observed_version,
+                                  const std::string& lineage) override;
+  Result<GroupView> CreateGroup(const CreateGroupRequest& req) override;
+  Result<std::vector<GroupKey>> ListGroups() override;
+  Result<GroupView> DescribeGroup(const GroupKey& key) override;
+  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req) override;
+  Status DeleteGroup(const GroupKey& key, int64_t expected_revision) override;
+  Result<GroupView> FenceMember(const GroupKey& key, const MemberId& member) override;
+  Result<std::string> ExportGroup(const GroupKey& key) override;
+  Result<GroupView> RestoreGroup(std::string_view export_json) override;
+  Status Ready() override;
+
+  // One maintenance pass over a group (expiry, fencing, round completion). Does not
+  // wait for the mutex: if another request or replica holds it, that one applies the
+  // same time-driven transitions. Returns whether it wrote.
+  Result<bool> Tick(const GroupKey& key);
+
+ private:
+  std::shared_ptr<std::mutex> MonitorFor(const GroupKey& key);
+
+  // Group commit for heartbeats: concurrent heartbeats of one group queue up, and one
+  // thread (the leader) decides them in order against one load and commits them with one
+  // CAS. Every response is derived from a state contained in that write (its version and
+  // lineage are in the committed history), so R3.2 holds per request.
+  struct HeartbeatWaiter;
+  struct HeartbeatQueue;
+  std::shared_ptr<HeartbeatQueue> QueueFor(const GroupKey& key);
+  void RunHeartbeatBatch(const GroupKey& key, std::vector<HeartbeatWaiter*>& batch);
+
+  // The R3.1 cycle. `decide` maps (stored, liveness, env, revision) to a Decision<R>.
+  // `wait` is how long to wait for the Redis mutex.
+  template <class R, class F>
+  Result<R> Mutate(const GroupKey& key, std::chrono::milliseconds wait, F&& decide,
+                   bool* wrote = nullptr, StoreRevision* revision_out = nullptr);
+
+  MetadataStore& store_;
+  Clock& clock_;
+  TokenSource& tokens_;
+  ServiceObserver& observer_;
+  const GroupServiceOptions options_;
+  std::function<Status()> ready_probe_;
+
+  std::mutex monitors_mu_;
+  std::unordered_map<std::string, std::shared_ptr<std::mutex>> monitors_;  // by Tag()
+  std::unordered_map<std::string, std::shared_ptr<HeartbeatQueue>> queues_;  // by Tag()
+};
+
+}  // namespace rsc

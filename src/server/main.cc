@@ -1,0 +1,239 @@
+// rsc-coordinator: the stateless coordinator service (SPEC §8 S1–S4).
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "redis/compat.h"
+#include "redis/connection.h"
+#include "redis/redis_store.h"
+#include "redis/redis_url.h"
+#include "server/api.h"
+#include "server/embedded_redis.h"
+#include "server/group_service.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/observer.h"
+#include "server/shutdown_gate.h"
+#include "server/system.h"
+#include "server/tick_loop.h"
+
+namespace {
+
+constexpr const char* kFooter = R"(
+Examples:
+  rsc-coordinator                                   # embedded local redis-server (data in ./.state)
+  rsc-coordinator --redis redis://127.0.0.1:6379 --listen 0.0.0.0:7400
+  rsc-coordinator --redis redis://app:secret@redis.internal:6379/0 --admin-token "$TOKEN"
+  rsc-coordinator --listen 127.0.0.1:0              # port 0: a free port, logged at start
+
+Endpoints: POST /v1/groups/{stream}/{group}/heartbeat, GET .../routing, admin /v1/groups…,
+/healthz, /readyz, /metrics. See docs/protocol.md.
+
+Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 2 bad command line, 3 Redis unreachable,
+4 Redis incompatible (the message names what is missing), 5 cannot listen.
+)";
+
+struct Flags {
+  std::string redis_url;
+  std::string listen = "127.0.0.1:7400";
+  std::string admin_token;
+  std::string state_dir = ".state";
+  int io_threads = 2;
+  int workers = 8;
+  size_t max_body_bytes = 1 << 20;
+  int64_t shutdown_grace_ms = 5000;
+  int64_t tick_interval_ms = 1000;
+  std::string log_level = "info";
+};
+
+bool SplitHostPort(const std::string& s, std::string& host, uint16_t& port) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) return false;
+  host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  try {
+    const int p = std::stoi(s.substr(colon + 1));
+    if (p < 0 || p > 65535) return false;
+    port = static_cast<uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  return !host.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"rsc-coordinator: Kafka-style consumer groups over sharded Redis Streams.\n"
+               "Stateless: every decision lives in Redis; run as many replicas as you like."};
+  app.footer(kFooter);
+  app.add_option("--redis", f.redis_url,
+                 "Redis URL redis://[user:password@]host[:port][/db]. Without it a local "
+                 "redis-server is started (embedded default)")
+      ->envname("RSC_REDIS_URL");
+  app.add_option("--listen", f.listen, "HTTP listen address host:port (port 0 = free port)")
+      ->envname("RSC_LISTEN")
+      ->capture_default_str();
+  app.add_option("--admin-token", f.admin_token,
+                 "Bearer token required on admin endpoints (empty: admin open)")
+      ->envname("RSC_ADMIN_TOKEN");
+  app.add_option("--state-dir", f.state_dir, "Data directory of the embedded redis-server")
+      ->envname("RSC_STATE_DIR")
+      ->capture_default_str();
+  app.add_option("--io-threads", f.io_threads, "HTTP IO threads")->capture_default_str();
+  app.add_option("--workers", f.workers, "Worker threads running requests")
+      ->capture_default_str();
+  app.add_option("--max-body-bytes", f.max_body_bytes, "Largest request body (413 above)")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace-ms", f.shutdown_grace_ms,
+                 "On SIGTERM: how long in-flight requests may take before exit")
+      ->capture_default_str();
+  app.add_option("--tick-interval-ms", f.tick_interval_ms,
+                 "Maintenance tick period (expiry, fencing, round completion)")
+      ->capture_default_str();
+  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
+
+  std::string host;
+  uint16_t port = 0;
+  if (!SplitHostPort(f.listen, host, port)) {
+    std::cerr << "--listen must be host:port, got '" << f.listen << "'\n";
+    return 2;
+  }
+
+  // Block termination signals in every thread; the main thread waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<rsc::EmbeddedRedis> embedded;
+  if (f.redis_url.empty()) {
+    embedded = std::make_unique<rsc::EmbeddedRedis>(rsc::EmbeddedRedisOptions{f.state_dir});
+    spdlog::info("event=start mode=embedded message=\"no --redis given: starting a local "
+                 "redis-server with data in {}/redis\"",
+                 f.state_dir);
+    rsc::Status st = embedded->Start();
+    if (!st.ok()) {
+      spdlog::critical("event=embedded_redis_failed message=\"{}\"", st.error().message);
+      return 3;
+    }
+    f.redis_url = embedded->Url();
+  }
+  auto url = rsc::redis::ParseRedisUrl(f.redis_url);
+  if (!url.ok()) {
+    std::cerr << "--redis: " << url.error().message << "\n";
+    return 2;
+  }
+  if (!embedded) {
+    spdlog::info("event=start mode=external redis={}", url->Redacted());
+  } else {
+    spdlog::info("event=embedded_redis_ready redis={} pid={}", url->Redacted(), embedded->pid());
+  }
+
+  rsc::Metrics metrics;
+  // L4: refuse to start against a Redis we cannot use, naming exactly what is missing.
+  rsc::redis::Connection probe(rsc::redis::ConnectionOptions::FromUrl(*url));
+  auto report = rsc::redis::CheckCompatibility(probe);
+  if (!report.ok()) {
+    spdlog::critical("event=redis_unreachable redis={} message=\"{}\"", url->Redacted(),
+                     report.error().message);
+    return 3;
+  }
+  if (!report->ok()) {
+    metrics.OnRedisCompatFailure();
+    spdlog::critical("event=redis_incompatible {}", rsc::redis::FormatCompatReport(*report));
+    std::cerr << "Redis at " << url->Redacted()
+              << " cannot be used: " << rsc::redis::FormatCompatReport(*report) << "\n";
+    return 4;
+  }
+  for (const auto& w : report->warnings) spdlog::warn("event=redis_policy_warning message=\"{}\"", w);
+  for (const auto& fb : report->fallbacks) spdlog::info("event=redis_fallback message=\"{}\"", fb);
+  metrics.SetRedisPolicyWarning("eviction", report->eviction_warning());
+  metrics.SetRedisPolicyWarning("persistence", report->persistence_warning());
+
+  rsc::redis::RedisStoreOptions store_options;
+  store_options.pool_size = static_cast<size_t>(std::max(2, f.workers + 2));
+  auto store = rsc::redis::RedisStore::Open(*url, store_options);
+  if (!store.ok()) {
+    spdlog::critical("event=redis_unreachable message=\"{}\"", store.error().message);
+    return 3;
+  }
+
+  rsc::SystemClock clock;
+  rsc::RandomTokens tokens;
+  rsc::MetricsObserver observer(metrics);
+  rsc::ShutdownGate gate;
+  rsc::redis::RedisStore& redis_store = **store;
+  auto ready_probe = [&redis_store]() -> rsc::Status {
+    auto groups = redis_store.ListGroups();  // one round trip: Redis reachable and answering
+    if (!groups.ok()) return groups.error();
+    return rsc::OkStatus();
+  };
+  observer.AttachStoreCounters(
+      [&redis_store] { return redis_store.stats().script_reloads.load(); });
+  rsc::GroupService service(redis_store, clock, tokens, observer, rsc::GroupServiceOptions{},
+                            ready_probe);
+
+  rsc::HttpServerOptions http_options;
+  http_options.host = host;
+  http_options.port = port;
+  http_options.io_threads = f.io_threads;
+  http_options.worker_threads = f.workers;
+  http_options.max_body_bytes = f.max_body_bytes;
+  rsc::HttpServer* server_ptr = nullptr;
+  rsc::ApiOptions api_options;
+  api_options.admin_token = f.admin_token;
+  api_options.open_connections = [&server_ptr]() -> int64_t {
+    return server_ptr ? server_ptr->open_connections() : 0;
+  };
+  rsc::Api api(service, gate, metrics, api_options);
+  rsc::HttpServer server(http_options, api);
+  server_ptr = &server;
+  rsc::Status started = server.Start();
+  if (!started.ok()) {
+    spdlog::critical("event=listen_failed message=\"{}\"", started.error().message);
+    return 5;
+  }
+  spdlog::info("event=listening address={}:{} admin_auth={} redis={}", host, server.port(),
+               f.admin_token.empty() ? "off" : "on", url->Redacted());
+
+  rsc::TickLoop ticks(service, std::chrono::milliseconds(f.tick_interval_ms));
+  ticks.Start();
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  // S1: terminating at once; in-flight critical sections finish and release the mutex.
+  gate.BeginTerminate();
+  metrics.SetTerminating(true);
+  spdlog::info("event=terminating signal={} in_flight={}", sig, gate.in_flight());
+  ticks.Stop();
+  const auto grace = std::chrono::milliseconds(f.shutdown_grace_ms);
+  const bool idle = gate.WaitIdle(std::chrono::steady_clock::now() + grace);
+  server.Stop(std::chrono::milliseconds(500));
+  if (embedded) embedded->Stop();
+  spdlog::info("event=stopped idle={}", idle);
+  return 0;
+}

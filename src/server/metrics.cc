@@ -1,0 +1,188 @@
+#include "server/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <string>
+
+namespace rsc {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+// Latency buckets from 0.5 ms (a Redis round trip on the same host) to 10 s (far past
+// any lease-relevant delay).
+const Histogram::BucketBoundaries& LatencyBuckets() {
+  static const Histogram::BucketBoundaries kBuckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return kBuckets;
+}
+
+Family<Counter>& CounterFamily(prometheus::Registry& r, const std::string& name,
+                               const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+
+Family<Gauge>& GaugeFamily(prometheus::Registry& r, const std::string& name,
+                           const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
+Family<Histogram>& HistogramFamily(prometheus::Registry& r, const std::string& name,
+                                   const std::string& help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
+}
+
+prometheus::Labels GroupLabels(const GroupKey& key) {
+  return {{"stream", key.stream}, {"group", key.group}};
+}
+
+}  // namespace
+
+// prometheus-cpp families and metrics are internally synchronized; Impl adds no state
+// of its own beyond stable references into the registry.
+struct Metrics::Impl {
+  prometheus::Registry registry;
+
+  Family<Gauge>& terminating_family =
+      GaugeFamily(registry, "rsc_coordinator_terminating",
+                  "1 while the coordinator is in terminating mode (SPEC S1)");
+  Gauge& terminating = terminating_family.Add({});
+  Family<Counter>& http_requests = CounterFamily(registry, "rsc_http_requests_total",
+                                                 "HTTP requests served, by route and status");
+  Family<Histogram>& http_duration =
+      HistogramFamily(registry, "rsc_http_request_duration_seconds",
+                      "HTTP request handling time (queueing + handler), by route");
+  Family<Gauge>& open_connections_family =
+      GaugeFamily(registry, "rsc_http_open_connections", "Open HTTP connections");
+  Gauge& open_connections = open_connections_family.Add({});
+  Family<Counter>& heartbeats = CounterFamily(registry, "rsc_heartbeats_total",
+                                              "Heartbeats answered, by status or error code");
+  Family<Histogram>& mutex_wait_family = HistogramFamily(
+      registry, "rsc_mutex_wait_seconds", "Time spent acquiring a group mutex (R2.7)");
+  Histogram& mutex_wait = mutex_wait_family.Add({}, LatencyBuckets());
+  Family<Counter>& revision_conflicts_family =
+      CounterFamily(registry, "rsc_revision_conflicts_total",
+                    "Compare-and-set failures on a group's metadata revision (R2.6)");
+  Counter& revision_conflicts = revision_conflicts_family.Add({});
+  Family<Gauge>& heartbeat_age =
+      GaugeFamily(registry, "rsc_member_heartbeat_age_seconds",
+                  "Oldest member heartbeat age in the group, seconds, as of the last load");
+  Family<Gauge>& revoking_shards =
+      GaugeFamily(registry, "rsc_revoking_shards", "Shards being drained in the group");
+  Family<Counter>& regressions =
+      CounterFamily(registry, "rsc_metadata_version_regressions_total",
+                    "Metadata version regressions detected (M2 ahead, M8 diverged)");
+  Family<Counter>& client_ahead_family =
+      CounterFamily(registry, "rsc_client_version_ahead_total",
+                    "Requests whose client-observed metadata version exceeds the stored one");
+  Counter& client_ahead = client_ahead_family.Add({});
+  Family<Gauge>& rounds_family = GaugeFamily(registry, "rsc_correction_rounds_active",
+                                             "Groups with an active correction round");
+  Gauge& rounds = rounds_family.Add({});
+  Family<Counter>& unreadable_family =
+      CounterFamily(registry, "rsc_metadata_unreadable_total",
+                    "Metadata that could not be interpreted (schema/layout/corrupt, L3)");
+  Counter& unreadable = unreadable_family.Add({});
+  Family<Counter>& missing_family = CounterFamily(
+      registry, "rsc_metadata_missing_total", "Indexed groups whose metadata key is missing (L1)");
+  Counter& missing = missing_family.Add({});
+  Family<Counter>& compat_family = CounterFamily(registry, "rsc_redis_compat_failures_total",
+                                                 "Redis compatibility check failures (L4)");
+  Counter& compat = compat_family.Add({});
+  Family<Gauge>& policy_warning = GaugeFamily(registry, "rsc_redis_policy_warning",
+                                              "1 while a Redis policy warning holds (L4)");
+  Family<Counter>& script_reloads_family = CounterFamily(
+      registry, "rsc_script_reloads_total", "Lua scripts reloaded after NOSCRIPT (L5)");
+  Counter& script_reloads = script_reloads_family.Add({});
+  Family<Counter>& lock_timeouts_family =
+      CounterFamily(registry, "rsc_lock_timeouts_total", "Group mutex acquisitions that timed out");
+  Counter& lock_timeouts = lock_timeouts_family.Add({});
+  Family<Counter>& expired_family =
+      CounterFamily(registry, "rsc_members_expired_total", "Members expired by lease");
+  Counter& expired = expired_family.Add({});
+  Family<Counter>& fenced_family =
+      CounterFamily(registry, "rsc_members_fenced_total", "Members fenced");
+  Counter& fenced = fenced_family.Add({});
+  Family<Counter>& ticks_family = CounterFamily(registry, "rsc_ticks_total", "Tick passes run");
+  Counter& ticks = ticks_family.Add({});
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
+Metrics::~Metrics() = default;
+
+void Metrics::OnHttpRequest(std::string_view route, int status, double seconds) {
+  std::string r(route);
+  impl_->http_requests.Add({{"route", r}, {"status", std::to_string(status)}}).Increment();
+  impl_->http_duration.Add({{"route", r}}, LatencyBuckets()).Observe(seconds);
+}
+
+void Metrics::OnHttpServerReply(int status) {
+  impl_->http_requests.Add({{"route", "http_protocol"}, {"status", std::to_string(status)}})
+      .Increment();
+}
+
+void Metrics::SetOpenConnections(int64_t n) { impl_->open_connections.Set(static_cast<double>(n)); }
+
+void Metrics::SetTerminating(bool terminating) { impl_->terminating.Set(terminating ? 1 : 0); }
+
+void Metrics::OnHeartbeat(std::string_view status_name) {
+  impl_->heartbeats.Add({{"status", std::string(status_name)}}).Increment();
+}
+
+void Metrics::ObserveMutexWait(double seconds) { impl_->mutex_wait.Observe(seconds); }
+
+void Metrics::OnRevisionConflict() { impl_->revision_conflicts.Increment(); }
+
+void Metrics::SetMemberHeartbeatAge(const GroupKey& key, double max_age_seconds) {
+  impl_->heartbeat_age.Add(GroupLabels(key)).Set(max_age_seconds);
+}
+
+void Metrics::SetRevokingShards(const GroupKey& key, int64_t shards) {
+  impl_->revoking_shards.Add(GroupLabels(key)).Set(static_cast<double>(shards));
+}
+
+void Metrics::ForgetGroup(const GroupKey& key) {
+  // Add() returns the existing series (or a fresh one), which Remove() then drops.
+  impl_->heartbeat_age.Remove(&impl_->heartbeat_age.Add(GroupLabels(key)));
+  impl_->revoking_shards.Remove(&impl_->revoking_shards.Add(GroupLabels(key)));
+}
+
+void Metrics::OnRegression(std::string_view kind) {
+  impl_->regressions.Add({{"kind", std::string(kind)}}).Increment();
+}
+
+void Metrics::OnClientVersionAhead() { impl_->client_ahead.Increment(); }
+
+void Metrics::SetCorrectionRoundsActive(int64_t rounds) {
+  impl_->rounds.Set(static_cast<double>(rounds));
+}
+
+void Metrics::OnMetadataUnreadable() { impl_->unreadable.Increment(); }
+void Metrics::OnMetadataMissing() { impl_->missing.Increment(); }
+void Metrics::OnRedisCompatFailure() { impl_->compat.Increment(); }
+
+void Metrics::SetRedisPolicyWarning(std::string_view kind, bool active) {
+  impl_->policy_warning.Add({{"kind", std::string(kind)}}).Set(active ? 1 : 0);
+}
+
+void Metrics::OnScriptReload() { impl_->script_reloads.Increment(); }
+void Metrics::OnLockTimeout() { impl_->lock_timeouts.Increment(); }
+void Metrics::OnMembersExpired(int64_t n) { impl_->expired.Increment(static_cast<double>(n)); }
+void Metrics::OnMembersFenced(int64_t n) { impl_->fenced.Increment(static_cast<double>(n)); }
+void Metrics::OnTick() { impl_->ticks.Increment(); }
+
+std::string Metrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(impl_->registry.Collect());
+}
+
+prometheus::Registry& Metrics::registry() { return impl_->registry; }
+
+}  // namespace rsc

@@ -1,0 +1,110 @@
+#pragma once
+// Coordinator-side Prometheus metrics (SPEC §11), all prefixed `rsc_`.
+//
+// One Metrics object per process, owned by main and handed by reference to the HTTP API
+// (request counts, /metrics) and to GroupService (protocol signals). It owns its
+// prometheus::Registry; Serialize() renders the text exposition format that /metrics
+// serves, so no civetweb exposer is needed.
+//
+// Signals and their meaning:
+//   rsc_coordinator_terminating                 gauge 1 while in terminating mode (S1)
+//   rsc_http_requests_total{route,status}       counter per route name and HTTP status
+//                                               (route="unmatched": 404/405/bad names;
+//                                               route="http_protocol": 400 malformed
+//                                               HTTP, 413, 503 while stopping)
+//   rsc_http_request_duration_seconds{route}    histogram of handler + queueing time
+//   rsc_http_open_connections                   gauge, set when /metrics is scraped
+//   rsc_heartbeats_total{status}                OK / REVOKE_PENDING / DRAIN / SYNC_METADATA,
+//                                               or the error code name of a failed one;
+//                                               counted by the HTTP API (api.cc) for
+//                                               every heartbeat and leave answer, so
+//                                               GroupService must NOT call OnHeartbeat
+//   rsc_mutex_wait_seconds                      histogram: time to acquire a group mutex
+//   rsc_revision_conflicts_total                CAS failures on the metadata hash (R2.6)
+//   rsc_member_heartbeat_age_seconds{stream,group}
+//                                               gauge: the OLDEST member heartbeat age in
+//                                               the group as of the last load (a member
+//                                               near memberLeaseMs is about to expire);
+//                                               a gauge, not a histogram, because the
+//                                               runbook alert is "max age > lease/2"
+//   rsc_revoking_shards{stream,group}           gauge: shards being drained in the group
+//   rsc_metadata_version_regressions_total{kind}
+//                                               kind="ahead" (client version > stored, M2)
+//                                               or "diverged" (lineage mismatch, M8)
+//   rsc_client_version_ahead_total              heartbeats/routing calls whose reported
+//                                               version is above the stored one
+//   rsc_correction_rounds_active                gauge: groups with an active round
+//   rsc_metadata_unreadable_total               schema/layout/corrupt JSON (L3, M7)
+//   rsc_metadata_missing_total                  indexed group whose key is gone (L1)
+//   rsc_redis_compat_failures_total             Redis compatibility check failures (L4)
+//   rsc_redis_policy_warning{kind}              gauge 1 while a policy warning holds
+//                                               (e.g. kind="maxmemory_policy",
+//                                               "no_persistence")
+//   rsc_script_reloads_total                    NOSCRIPT recoveries (L5)
+//   rsc_lock_timeouts_total                     group mutex acquisitions that timed out
+//   rsc_members_expired_total                   members removed by lease expiry
+//   rsc_members_fenced_total                    members fenced (rebalance timeout, admin)
+//   rsc_ticks_total                             tick passes run
+//
+// Thread safety: every method may be called concurrently from any thread.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/types.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace rsc {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // HTTP layer. `route` is a fixed route name (never a raw path: label cardinality).
+  void OnHttpRequest(std::string_view route, int status, double seconds);
+  // A reply the HTTP server made itself (malformed HTTP, 413, stopping): counted under
+  // route="http_protocol", without a duration.
+  void OnHttpServerReply(int status);
+  void SetOpenConnections(int64_t n);
+  void SetTerminating(bool terminating);
+  // Called by the HTTP API once per heartbeat/leave answer (see rsc_heartbeats_total).
+  void OnHeartbeat(std::string_view status_name);
+
+  // Protocol signals for GroupService / tick loop.
+  void ObserveMutexWait(double seconds);
+  void OnRevisionConflict();
+  void SetMemberHeartbeatAge(const GroupKey& key, double max_age_seconds);
+  void SetRevokingShards(const GroupKey& key, int64_t shards);
+  void ForgetGroup(const GroupKey& key);     // drops the per-group series (deleted group)
+  void OnRegression(std::string_view kind);  // "ahead" | "diverged"
+  void OnClientVersionAhead();
+  void SetCorrectionRoundsActive(int64_t rounds);
+  void OnMetadataUnreadable();
+  void OnMetadataMissing();
+  void OnRedisCompatFailure();
+  void SetRedisPolicyWarning(std::string_view kind, bool active);
+  void OnScriptReload();
+  void OnLockTimeout();
+  void OnMembersExpired(int64_t n = 1);
+  void OnMembersFenced(int64_t n = 1);
+  void OnTick();
+
+  // Prometheus text exposition format (version 0.0.4).
+  std::string Serialize() const;
+  // For callers that register their own families (e.g. the Redis adapter).
+  prometheus::Registry& registry();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rsc

@@ -1,0 +1,104 @@
+#include "server/observer.h"
+
+#include <spdlog/spdlog.h>
+
+namespace rsc {
+
+void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& events) {
+  for (const Event& e : events) {
+    switch (e.kind) {
+      case EventKind::kVersionRegression:
+        metrics_.OnRegression("ahead");
+        metrics_.OnClientVersionAhead();
+        // M9: every regression is an alert-level log line.
+        spdlog::error("event=metadata_regression group={} client={} detail=\"{}\"", key.Tag(),
+                      e.member, e.detail);
+        continue;
+      case EventKind::kLineageDivergence:
+        metrics_.OnRegression("diverged");
+        spdlog::error("event=metadata_divergence group={} client={} detail=\"{}\"", key.Tag(),
+                      e.member, e.detail);
+        continue;
+      case EventKind::kMemberExpired:
+        metrics_.OnMembersExpired();
+        break;
+      case EventKind::kMemberFenced:
+        metrics_.OnMembersFenced();
+        break;
+      default:
+        break;
+    }
+    const bool notable = e.kind != EventKind::kShardAssigned &&
+                         e.kind != EventKind::kShardReleased &&
+                         e.kind != EventKind::kStaleRevokeIgnored;
+    if (notable) {
+      spdlog::info("event={} group={} member={} shard={} detail=\"{}\"", EventKindName(e.kind),
+                   key.Tag(), e.member, e.shard, e.detail);
+    } else {
+      spdlog::debug("event={} group={} member={} shard={} detail=\"{}\"", EventKindName(e.kind),
+                    key.Tag(), e.member, e.shard, e.detail);
+    }
+  }
+}
+
+void MetricsObserver::OnHeartbeat(const GroupKey&, std::string_view) {
+  // Counted by the HTTP layer (rsc_heartbeats_total), which also sees rejected requests.
+}
+
+void MetricsObserver::OnMutexWait(double seconds, bool acquired) {
+  metrics_.ObserveMutexWait(seconds);
+  if (!acquired) metrics_.OnLockTimeout();
+}
+
+void MetricsObserver::OnRevisionConflict(const GroupKey& key) {
+  metrics_.OnRevisionConflict();
+  spdlog::debug("event=revision_conflict group={}", key.Tag());
+}
+
+void MetricsObserver::OnLoadError(const GroupKey& key, const Error& e) {
+  if (e.code == ErrorCode::kMetadataUnreadable) {
+    metrics_.OnMetadataUnreadable();
+    spdlog::error("event=metadata_unreadable group={} message=\"{}\"", key.Tag(), e.message);
+  } else if (e.code == ErrorCode::kMetadataMissing) {
+    metrics_.OnMetadataMissing();
+    spdlog::error("event=metadata_missing group={} message=\"{}\"", key.Tag(), e.message);
+  }
+}
+
+void MetricsObserver::OnGroupState(const GroupKey& key, const GroupMetadata& m,
+                                   const Liveness& live, TimeMs now) {
+  // Age of the oldest heartbeat: the deadline minus the lease is when it was recorded.
+  double max_age = 0;
+  for (const Member& mem : m.members) {
+    auto it = live.deadline_ms.find(mem.id.str());
+    const TimeMs last = it == live.deadline_ms.end() ? 0 : it->second - m.config.member_lease_ms;
+    if (last > 0) max_age = std::max(max_age, static_cast<double>(now - last) / 1000.0);
+  }
+  metrics_.SetMemberHeartbeatAge(key, max_age);
+  int64_t revoking = 0;
+  for (const ShardState& s : m.shards) {
+    revoking += (!s.owner.empty() && s.owner != s.target) ? 1 : 0;
+  }
+  metrics_.SetRevokingShards(key, revoking);
+  std::lock_guard<std::mutex> lock(mu_);
+  round_active_[key.Tag()] = m.round.has_value();
+  int64_t active = 0;
+  for (const auto& [tag, on] : round_active_) active += on ? 1 : 0;
+  metrics_.SetCorrectionRoundsActive(active);
+}
+
+void MetricsObserver::AttachStoreCounters(std::function<int64_t()> script_reloads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  script_reloads_ = std::move(script_reloads);
+}
+
+void MetricsObserver::OnTick(const GroupKey&, bool) {
+  metrics_.OnTick();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (script_reloads_) {
+    const int64_t now = script_reloads_();
+    for (; script_reloads_seen_ < now; ++script_reloads_seen_) metrics_.OnScriptReload();
+  }
+}
+
+}  // namespace rsc

@@ -1,0 +1,36 @@
+#pragma once
+// Bridges GroupService facts to Prometheus metrics and structured logs (SPEC §11, M9).
+
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "server/group_service.h"
+#include "server/metrics.h"
+
+namespace rsc {
+
+class MetricsObserver : public ServiceObserver {
+ public:
+  explicit MetricsObserver(Metrics& metrics) : metrics_(metrics) {}
+
+  void OnEvents(const GroupKey& key, const std::vector<Event>& events) override;
+  void OnHeartbeat(const GroupKey& key, std::string_view status) override;
+  void OnMutexWait(double seconds, bool acquired) override;
+  void OnRevisionConflict(const GroupKey& key) override;
+  void OnLoadError(const GroupKey& key, const Error& e) override;
+  void OnGroupState(const GroupKey& key, const GroupMetadata& m, const Liveness& live,
+                    TimeMs now) override;
+  // Store counters exported as Prometheus counters (synced on every tick).
+  void AttachStoreCounters(std::function<int64_t()> script_reloads);
+  void OnTick(const GroupKey& key, bool wrote) override;
+
+ private:
+  Metrics& metrics_;
+  std::mutex mu_;
+  std::map<std::string, bool> round_active_;  // by group tag; guarded by mu_
+  std::function<int64_t()> script_reloads_;
+  int64_t script_reloads_seen_ = 0;  // guarded by mu_
+};
+
+}  // namespace rsc

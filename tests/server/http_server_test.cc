@@ -1,0 +1,599 @@
+// The HTTP layer end to end over real sockets (run inside a private network namespace:
+// scripts/netns.sh): HttpServer + Api + ShutdownGate + Metrics with a fake
+// CoordinatorApi.
+
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/protocol_json.h"
+#include "http_test_util.h"
+#include "server/api.h"
+#include "server/metrics.h"
+#include "server/shutdown_gate.h"
+
+namespace rsc {
+namespace {
+
+using testing_http::FakeApi;
+using testing_http::MakeRequest;
+using testing_http::RawConn;
+using testing_http::RawResponse;
+
+constexpr char kToken[] = "s3cret-token";
+const std::string kHeartbeatBody = R"({"memberId":"m1","memberEpoch":0})";
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(HttpServerOptions opts = {}, std::string token = kToken) {
+    opts.host = "127.0.0.1";
+    opts.port = 0;
+    ApiOptions api_opts;
+    api_opts.admin_token = std::move(token);
+    api_opts.open_connections = [this] { return server_ ? server_->open_connections() : 0; };
+    api_ = std::make_unique<Api>(fake_, gate_, metrics_, api_opts);
+    server_ = std::make_unique<HttpServer>(opts, *api_);
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_NE(server_->port(), 0);
+  }
+  void SetUp() override {}
+  void TearDown() override {
+    fake_.Unblock();
+    if (server_) server_->Stop();
+  }
+
+  // One request on a fresh connection.
+  RawResponse Call(std::string_view method, std::string_view target, std::string_view body = {},
+                   std::vector<std::string> headers = {}) {
+    RawConn c(server_->port());
+    EXPECT_TRUE(c.connected());
+    EXPECT_TRUE(c.Send(MakeRequest(method, target, body, std::move(headers))));
+    auto r = c.Read();
+    EXPECT_TRUE(r.has_value()) << method << " " << target << ": no response";
+    return r.value_or(RawResponse{});
+  }
+
+  std::string Auth() const { return std::string("Authorization: Bearer ") + kToken; }
+
+  FakeApi fake_;
+  ShutdownGate gate_;
+  Metrics metrics_;
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+std::string ErrorCodeOf(const RawResponse& r) {
+  auto e = ParseErrorBody(r.body);
+  return e.ok() ? e->error : "<not an error body: " + r.body + ">";
+}
+
+TEST_F(HttpServerTest, KeepAliveConnectionServesManyRequests) {
+  StartServer();
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(c.Send(MakeRequest("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody)));
+    auto r = c.Read();
+    ASSERT_TRUE(r) << "request " << i;
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->Header("content-type"), "application/json");
+    auto hb = ParseHeartbeatResponse(r->body);
+    ASSERT_TRUE(hb.ok()) << r->body;
+    EXPECT_EQ(hb->member_id.str(), "m1");
+    ASSERT_TRUE(c.Send(MakeRequest("GET", "/healthz")));
+    auto h = c.Read();
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+  }
+  EXPECT_EQ(fake_.Locked([&] { return fake_.heartbeats.size(); }), 5u);
+  EXPECT_EQ(server_->open_connections(), 1);
+}
+
+TEST_F(HttpServerTest, OversizedBodyGets413AndConnectionStaysUsable) {
+  StartServer();
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.connected());
+  std::string big(2 << 20, 'x');  // 2 MiB > the 1 MiB default limit
+  ASSERT_TRUE(c.Send(MakeRequest("POST", "/v1/groups/orders/billing/heartbeat", big)));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(ErrorCodeOf(*r), "PAYLOAD_TOO_LARGE");
+  EXPECT_NE(r->Header("connection"), "close");
+  // The SAME connection serves the next request (SPEC R2.4).
+  ASSERT_TRUE(c.Send(MakeRequest("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody)));
+  auto next = c.Read();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 200);
+  EXPECT_EQ(fake_.Locked([&] { return fake_.heartbeats.size(); }), 1u);
+}
+
+TEST_F(HttpServerTest, BodyAtTheLimitIsAccepted) {
+  HttpServerOptions opts;
+  opts.max_body_bytes = 4096;
+  StartServer(opts);
+  std::string body = kHeartbeatBody;
+  body.insert(body.size() - 1, std::string(4096 - body.size(), ' '));
+  ASSERT_EQ(body.size(), 4096u);
+  EXPECT_EQ(Call("POST", "/v1/groups/orders/billing/heartbeat", body).status, 200);
+  body.insert(1, " ");
+  EXPECT_EQ(Call("POST", "/v1/groups/orders/billing/heartbeat", body).status, 413);
+}
+
+TEST_F(HttpServerTest, ChunkedBodyOverLimitGets413AndClose) {
+  HttpServerOptions opts;
+  opts.max_body_bytes = 1000;
+  StartServer(opts);
+  RawConn c(server_->port());
+  std::string req =
+      "POST /v1/groups/orders/billing/heartbeat HTTP/1.1\r\nHost: t\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 4; ++i) req += "200\r\n" + std::string(512, 'y') + "\r\n";
+  req += "0\r\n\r\n";
+  c.Send(req);  // may fail half-way once the server has answered; that is fine
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->Header("connection"), "close");
+  EXPECT_TRUE(c.WaitClosed());
+}
+
+TEST_F(HttpServerTest, ChunkedBodyWithinLimitWorks) {
+  StartServer();
+  RawConn c(server_->port());
+  std::string req =
+      "POST /v1/groups/orders/billing/heartbeat HTTP/1.1\r\nHost: t\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  std::string a = kHeartbeatBody.substr(0, 10), b = kHeartbeatBody.substr(10);
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "%zx", a.size());
+  req += std::string(hex) + "\r\n" + a + "\r\n";
+  std::snprintf(hex, sizeof(hex), "%zx", b.size());
+  req += std::string(hex) + "\r\n" + b + "\r\n0\r\n\r\n";
+  ASSERT_TRUE(c.Send(req));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST_F(HttpServerTest, ExpectContinue) {
+  StartServer();
+  RawConn c(server_->port());
+  std::string head =
+      "POST /v1/groups/orders/billing/heartbeat HTTP/1.1\r\nHost: t\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(kHeartbeatBody.size()) + "\r\n\r\n";
+  ASSERT_TRUE(c.Send(head));
+  auto interim = c.Read();
+  ASSERT_TRUE(interim);
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(c.Send(kHeartbeatBody));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  // Too large with Expect: answered at once (no body is sent), then closed.
+  RawConn c2(server_->port());
+  ASSERT_TRUE(
+      c2.Send("POST /v1/groups/orders/billing/heartbeat HTTP/1.1\r\nHost: t\r\n"
+              "Expect: 100-continue\r\nContent-Length: 5000000\r\n\r\n"));
+  auto r2 = c2.Read();
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 413);
+  EXPECT_TRUE(c2.WaitClosed());
+}
+
+TEST_F(HttpServerTest, MalformedHttpGets400AndClose) {
+  StartServer();
+  for (std::string junk : {std::string("GARBAGE\r\n\r\n"), std::string("GET / HTTP/9.9\r\n\r\n"),
+                           std::string("GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n"),
+                           std::string("POST /healthz HTTP/1.1\r\nContent-Length: x\r\n\r\n")}) {
+    RawConn c(server_->port());
+    ASSERT_TRUE(c.Send(junk));
+    auto r = c.Read();
+    ASSERT_TRUE(r) << junk;
+    EXPECT_EQ(r->status, 400) << junk;
+    EXPECT_EQ(ErrorCodeOf(*r), "INVALID_REQUEST");
+    EXPECT_TRUE(c.WaitClosed()) << junk;
+  }
+}
+
+TEST_F(HttpServerTest, HugeHeaderGets400) {
+  StartServer();
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.Send("GET /healthz HTTP/1.1\r\nX-Big: " + std::string(64 << 10, 'a') + "\r\n\r\n"));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+}
+
+TEST_F(HttpServerTest, NotFoundAndMethodNotAllowed) {
+  StartServer();
+  auto nf = Call("GET", "/nope");
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_EQ(ErrorCodeOf(nf), "NOT_FOUND");
+  auto mna = Call("GET", "/v1/groups/orders/billing/heartbeat");
+  EXPECT_EQ(mna.status, 405);
+  EXPECT_EQ(ErrorCodeOf(mna), "METHOD_NOT_ALLOWED");
+  EXPECT_EQ(mna.Header("allow"), "POST");
+}
+
+TEST_F(HttpServerTest, BadNamesAre400) {
+  StartServer();
+  auto r = Call("POST", "/v1/groups/ord%7Bers/billing/heartbeat", kHeartbeatBody);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(ErrorCodeOf(r), "INVALID_REQUEST");
+  EXPECT_NE(r.body.find("invalid stream name"), std::string::npos) << r.body;
+  auto g = Call("GET", "/v1/groups/orders/bil:ling/routing");
+  EXPECT_EQ(g.status, 400);
+  EXPECT_NE(g.body.find("invalid group name"), std::string::npos) << g.body;
+  EXPECT_TRUE(fake_.Locked([&] { return fake_.heartbeats.empty(); }));
+}
+
+TEST_F(HttpServerTest, InvalidBodiesAre400NamingTheField) {
+  StartServer();
+  auto r = Call("POST", "/v1/groups/orders/billing/heartbeat",
+                R"({"memberId":"m1","memberEpoch":1,"ownedShards":[1,1]})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("ownedShards: duplicate shard 1"), std::string::npos) << r.body;
+  auto e = Call("POST", "/v1/groups/orders/billing/heartbeat", "{not json");
+  EXPECT_EQ(e.status, 400);
+  auto q = Call("GET", "/v1/groups/orders/billing/routing?observedVersion=-1");
+  EXPECT_EQ(q.status, 400);
+  EXPECT_NE(q.body.find("observedVersion"), std::string::npos);
+  auto big = Call("GET", "/v1/groups/orders/billing/routing?observedVersion=99999999999999999999");
+  EXPECT_EQ(big.status, 400);
+}
+
+TEST_F(HttpServerTest, HeartbeatLeaveAndRoutingReachTheService) {
+  StartServer();
+  EXPECT_EQ(
+      Call("POST", "/v1/groups/orders:eu/billing/leave", R"({"memberId":"m9","memberEpoch":3})")
+          .status,
+      200);
+  fake_.Locked([&] {
+    ASSERT_EQ(fake_.heartbeats.size(), 1u);
+    EXPECT_EQ(fake_.heartbeats[0].key.stream, "orders:eu");
+    EXPECT_EQ(fake_.heartbeats[0].req.member_id.str(), "m9");
+    EXPECT_EQ(fake_.heartbeats[0].req.member_epoch, -1);  // leave == heartbeat with -1
+  });
+  auto r = Call("GET", "/v1/groups/orders/billing/routing?observedVersion=42&lineage=a%2Bb");
+  EXPECT_EQ(r.status, 200);
+  auto routing = ParseRoutingResponse(r.body);
+  ASSERT_TRUE(routing.ok()) << r.body;
+  EXPECT_EQ(routing->shards.at(0).stream, "{orders:0}");
+  fake_.Locked([&] {
+    ASSERT_TRUE(fake_.last_routing);
+    EXPECT_EQ(fake_.last_routing->observed_version, 42);
+    EXPECT_EQ(fake_.last_routing->lineage, "a+b");
+  });
+  EXPECT_EQ(Call("GET", "/v1/groups/orders/billing/routing").status, 200);
+  fake_.Locked([&] { EXPECT_EQ(fake_.last_routing->observed_version, 0); });
+}
+
+TEST_F(HttpServerTest, ServiceErrorsMapToStatusAndBody) {
+  StartServer();
+  fake_.Locked([&] {
+    fake_.heartbeat_error = Error{ErrorCode::kFencedMemberEpoch, "epoch 2 < 3"};
+  });
+  auto r = Call("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody);
+  EXPECT_EQ(r.status, 409);
+  auto e = ParseErrorBody(r.body);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->error, "FENCED_MEMBER_EPOCH");
+  EXPECT_EQ(e->message, "epoch 2 < 3");
+  fake_.Locked([&] { fake_.heartbeat_error = Error{ErrorCode::kMetadataUnreadable, "bad"}; });
+  EXPECT_EQ(Call("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody).status, 503);
+}
+
+TEST_F(HttpServerTest, AdminRoutesRequireBearerToken) {
+  StartServer();
+  auto none = Call("GET", "/v1/groups");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(ErrorCodeOf(none), "UNAUTHORIZED");
+  EXPECT_EQ(none.Header("www-authenticate"), "Bearer");
+  EXPECT_EQ(Call("GET", "/v1/groups", "", {"Authorization: Bearer wrong"}).status, 401);
+  EXPECT_EQ(Call("GET", "/v1/groups", "", {"Authorization: Bearer s3cret-tokenX"}).status, 401);
+  EXPECT_EQ(Call("GET", "/v1/groups", "", {"Authorization: Basic s3cret-token"}).status, 401);
+  EXPECT_EQ(Call("GET", "/v1/groups", "", {"Authorization: Bearer"}).status, 401);
+  auto ok = Call("GET", "/v1/groups", "", {Auth()});
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body, R"({"groups":[{"stream":"orders","group":"billing"}]})");
+  EXPECT_EQ(Call("GET", "/v1/groups", "", {"authorization: bearer   s3cret-token  "}).status, 200);
+  // Every admin route is guarded; client routes and probes are not.
+  for (auto [m, t] : std::vector<std::pair<std::string, std::string>>{
+           {"POST", "/v1/groups"},
+           {"GET", "/v1/groups/o/g"},
+           {"PATCH", "/v1/groups/o/g"},
+           {"DELETE", "/v1/groups/o/g?expectedRevision=1"},
+           {"POST", "/v1/groups/o/g/members/m1/fence"},
+           {"GET", "/v1/groups/o/g/export"},
+           {"POST", "/v1/groups/restore"}}) {
+    EXPECT_EQ(Call(m, t, "{}").status, 401) << m << " " << t;
+  }
+  EXPECT_EQ(Call("POST", "/v1/groups/o/g/heartbeat", kHeartbeatBody).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/groups/o/g/routing").status, 200);
+  EXPECT_EQ(Call("GET", "/healthz").status, 200);
+  EXPECT_EQ(Call("GET", "/readyz").status, 200);
+  EXPECT_EQ(Call("GET", "/metrics").status, 200);
+}
+
+TEST_F(HttpServerTest, NoTokenConfiguredMeansOpenAdmin) {
+  StartServer({}, "");
+  EXPECT_EQ(Call("GET", "/v1/groups").status, 200);
+}
+
+TEST_F(HttpServerTest, AdminEndpoints) {
+  StartServer();
+  fake_.Locked([&] {
+    fake_.view.revision = 5;
+    fake_.view.config.member_lease_ms = 30000;
+    fake_.view.config.rebalance_timeout_ms = 30000;
+  });
+  auto created = Call("POST", "/v1/groups",
+                      R"({"stream":"orders","group":"billing","shardCount":8})", {Auth()});
+  EXPECT_EQ(created.status, 201);
+  auto view = ParseGroupView(created.body);
+  ASSERT_TRUE(view.ok()) << created.body;
+  EXPECT_EQ(view->shard_count, 8);
+  EXPECT_EQ(
+      Call("POST", "/v1/groups", R"({"stream":"o","group":"g","shardCount":0})", {Auth()}).status,
+      400);
+
+  EXPECT_EQ(Call("GET", "/v1/groups/orders/billing", "", {Auth()}).status, 200);
+
+  // Partial config: merged onto the CURRENT config (memberLeaseMs 30000), not defaults.
+  auto patched = Call("PATCH", "/v1/groups/orders/billing",
+                      R"({"expectedRevision":5,"config":{"rebalanceTimeoutMs":60000}})", {Auth()});
+  EXPECT_EQ(patched.status, 200) << patched.body;
+  fake_.Locked([&] {
+    ASSERT_TRUE(fake_.last_patch && fake_.last_patch->config);
+    EXPECT_EQ(fake_.last_patch->config->member_lease_ms, 30000);
+    EXPECT_EQ(fake_.last_patch->config->rebalance_timeout_ms, 60000);
+    EXPECT_EQ(fake_.last_patch->expected_revision, 5);
+  });
+  auto stale = Call("PATCH", "/v1/groups/orders/billing",
+                    R"({"expectedRevision":4,"config":{"rebalanceTimeoutMs":60000}})", {Auth()});
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_EQ(ErrorCodeOf(stale), "REVISION_CONFLICT");
+  EXPECT_EQ(Call("PATCH", "/v1/groups/orders/billing", R"({"expectedRevision":5,"shardCount":16})",
+                 {Auth()})
+                .status,
+            200);
+
+  auto del = Call("DELETE", "/v1/groups/orders/billing?expectedRevision=5", "", {Auth()});
+  EXPECT_EQ(del.status, 200);
+  EXPECT_EQ(del.body, R"({"stream":"orders","group":"billing","deleted":true})");
+  fake_.Locked([&] { EXPECT_EQ(fake_.last_delete_revision, 5); });
+  auto no_rev = Call("DELETE", "/v1/groups/orders/billing", "", {Auth()});
+  EXPECT_EQ(no_rev.status, 400);
+  EXPECT_NE(no_rev.body.find("expectedRevision"), std::string::npos);
+
+  EXPECT_EQ(Call("POST", "/v1/groups/orders/billing/members/m-7/fence", "", {Auth()}).status, 200);
+  fake_.Locked([&] { EXPECT_EQ(fake_.last_fenced, "m-7"); });
+
+  auto exported = Call("GET", "/v1/groups/orders/billing/export", "", {Auth()});
+  EXPECT_EQ(exported.status, 200);
+  EXPECT_NE(exported.body.find("schemaVersion"), std::string::npos);
+  EXPECT_EQ(Call("POST", "/v1/groups/restore", exported.body, {Auth()}).status, 200);
+  fake_.Locked([&] { EXPECT_EQ(fake_.last_restore, exported.body); });
+  EXPECT_EQ(Call("POST", "/v1/groups/restore", "", {Auth()}).status, 400);
+}
+
+TEST_F(HttpServerTest, TerminatingRefusesNewRequestsWhileInFlightOneCompletes) {
+  StartServer();
+  fake_.BlockHeartbeats();
+  RawConn slow(server_->port());
+  ASSERT_TRUE(
+      slow.Send(MakeRequest("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody)));
+  ASSERT_TRUE(fake_.WaitEntered(1));  // inside the service, holding a gate guard
+  EXPECT_EQ(gate_.in_flight(), 1);
+
+  gate_.BeginTerminate();
+  for (auto [m, t] : std::vector<std::pair<std::string, std::string>>{
+           {"POST", "/v1/groups/orders/billing/heartbeat"},
+           {"POST", "/v1/groups/orders/billing/leave"},
+           {"GET", "/v1/groups/orders/billing/routing"},
+           {"POST", "/v1/groups"},
+           {"PATCH", "/v1/groups/orders/billing"},
+           {"DELETE", "/v1/groups/orders/billing?expectedRevision=1"},
+           {"POST", "/v1/groups/orders/billing/members/m/fence"},
+           {"POST", "/v1/groups/restore"}}) {
+    auto r = Call(m, t, kHeartbeatBody, {Auth()});
+    EXPECT_EQ(r.status, 503) << m << " " << t;
+    EXPECT_EQ(ErrorCodeOf(r), "COORDINATOR_TERMINATING") << m << " " << t;
+  }
+  auto ready = Call("GET", "/readyz");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(ErrorCodeOf(ready), "COORDINATOR_TERMINATING");
+  EXPECT_EQ(Call("GET", "/healthz").status, 200);                                 // still up
+  EXPECT_EQ(Call("GET", "/v1/groups/orders/billing", "", {Auth()}).status, 200);  // reads ok
+  auto metrics = Call("GET", "/metrics");
+  EXPECT_NE(metrics.body.find("rsc_coordinator_terminating 1"), std::string::npos);
+
+  // The in-flight request completes normally and WaitIdle then returns.
+  EXPECT_FALSE(gate_.WaitIdle(std::chrono::steady_clock::now()));
+  fake_.Unblock();
+  auto done = slow.Read();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->status, 200);
+  EXPECT_TRUE(gate_.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(fake_.Locked([&] { return fake_.heartbeats.size(); }), 1u);
+}
+
+TEST_F(HttpServerTest, HealthAndReadiness) {
+  StartServer();
+  auto h = Call("GET", "/healthz");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body, R"({"status":"ok"})");
+  auto r = Call("GET", "/readyz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, R"({"status":"ready"})");
+  fake_.Locked([&] {
+    fake_.ready_error = Error{ErrorCode::kRedisUnavailable, "redis: connection refused"};
+  });
+  auto nr = Call("GET", "/readyz");
+  EXPECT_EQ(nr.status, 503);
+  EXPECT_EQ(ErrorCodeOf(nr), "REDIS_UNAVAILABLE");
+  EXPECT_NE(nr.body.find("connection refused"), std::string::npos);
+  fake_.Locked([&] { fake_.ready_error = Error{ErrorCode::kInternal, "incompatible"}; });
+  EXPECT_EQ(Call("GET", "/readyz").status, 503);  // any failure is "not ready"
+}
+
+TEST_F(HttpServerTest, MetricsExposition) {
+  StartServer();
+  Call("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody);
+  Call("POST", "/v1/groups/orders/billing/heartbeat", "{}");
+  Call("GET", "/nope");
+  metrics_.OnRegression("ahead");
+  metrics_.SetMemberHeartbeatAge(GroupKey{"orders", "billing"}, 1.5);
+  auto m = Call("GET", "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_EQ(m.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  for (const char* want : {
+           R"(rsc_http_requests_total{route="heartbeat",status="200"} 1)",
+           R"(rsc_http_requests_total{route="heartbeat",status="400"} 1)",
+           R"(rsc_http_requests_total{route="unmatched",status="404"} 1)",
+           R"(rsc_heartbeats_total{status="OK"} 1)",
+           R"(rsc_heartbeats_total{status="INVALID_REQUEST"} 1)",
+           R"(rsc_http_request_duration_seconds_bucket{route="heartbeat",le="+Inf"} 2)",
+           R"(rsc_metadata_version_regressions_total{kind="ahead"} 1)",
+           R"(rsc_member_heartbeat_age_seconds{group="billing",stream="orders"} 1.5)",
+           "rsc_coordinator_terminating 0",
+           "# TYPE rsc_mutex_wait_seconds histogram",
+           "rsc_revision_conflicts_total 0",
+           "rsc_client_version_ahead_total 0",
+           "rsc_correction_rounds_active 0",
+           "rsc_metadata_unreadable_total 0",
+           "rsc_metadata_missing_total 0",
+           "rsc_redis_compat_failures_total 0",
+           "rsc_script_reloads_total 0",
+           "rsc_lock_timeouts_total 0",
+           "rsc_members_expired_total 0",
+           "rsc_members_fenced_total 0",
+           "rsc_ticks_total 0",
+       }) {
+    EXPECT_NE(m.body.find(want), std::string::npos) << "missing: " << want << "\n" << m.body;
+  }
+  // At least the scraping connection is open; earlier ones may not be reaped yet.
+  size_t at = m.body.find("\nrsc_http_open_connections ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stod(m.body.substr(at + 27)), 1.0);
+}
+
+TEST_F(HttpServerTest, ServerMadeRepliesAreCounted) {
+  HttpServerOptions opts;
+  opts.max_body_bytes = 10;
+  StartServer(opts);
+  EXPECT_EQ(Call("POST", "/v1/groups/o/g/heartbeat", kHeartbeatBody).status, 413);
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.Send("BAD\r\n\r\n"));
+  ASSERT_TRUE(c.Read());
+  auto m = Call("GET", "/metrics");
+  EXPECT_NE(m.body.find(R"(rsc_http_requests_total{route="http_protocol",status="413"} 1)"),
+            std::string::npos)
+      << m.body;
+  EXPECT_NE(m.body.find(R"(rsc_http_requests_total{route="http_protocol",status="400"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(HttpServerTest, IdleConnectionIsClosedAfterTimeout) {
+  HttpServerOptions opts;
+  opts.idle_timeout = std::chrono::milliseconds(200);
+  StartServer(opts);
+  RawConn c(server_->port(), std::chrono::seconds(10));
+  ASSERT_TRUE(c.Send(MakeRequest("GET", "/healthz")));
+  ASSERT_TRUE(c.Read());
+  EXPECT_TRUE(c.WaitClosed());  // well before the 10 s client deadline
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
+  StartServer();
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.Send(MakeRequest("GET", "/healthz", "", {"Connection: close"})));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->Header("connection"), "close");
+  EXPECT_TRUE(c.WaitClosed());
+}
+
+TEST_F(HttpServerTest, Http10WithoutKeepAliveCloses) {
+  StartServer();
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.Send("GET /healthz HTTP/1.0\r\n\r\n"));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(c.WaitClosed());
+}
+
+TEST_F(HttpServerTest, StopClosesIdleConnectionsAndFinishesInFlight) {
+  StartServer();
+  RawConn idle(server_->port());
+  ASSERT_TRUE(idle.Send(MakeRequest("GET", "/healthz")));
+  ASSERT_TRUE(idle.Read());
+  fake_.BlockHeartbeats();
+  RawConn busy(server_->port());
+  ASSERT_TRUE(busy.Send(MakeRequest("POST", "/v1/groups/o/g/heartbeat", kHeartbeatBody)));
+  ASSERT_TRUE(fake_.WaitEntered(1));
+  auto stopped = std::async(std::launch::async, [&] { server_->Stop(std::chrono::seconds(10)); });
+  EXPECT_TRUE(idle.WaitClosed());
+  fake_.Unblock();
+  auto r = busy.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->Header("connection"), "close");
+  stopped.get();
+  EXPECT_EQ(server_->open_connections(), 0);
+}
+
+TEST_F(HttpServerTest, ManyConcurrentClients) {
+  StartServer();
+  constexpr int kClients = 32;
+  std::vector<std::future<int>> results;
+  for (int i = 0; i < kClients; ++i) {
+    results.push_back(std::async(std::launch::async, [this] {
+      RawConn c(server_->port());
+      int ok = 0;
+      for (int k = 0; k < 20; ++k) {
+        if (!c.Send(MakeRequest("POST", "/v1/groups/o/g/heartbeat", kHeartbeatBody))) break;
+        auto r = c.Read();
+        if (r && r->status == 200) ++ok;
+      }
+      return ok;
+    }));
+  }
+  for (auto& f : results) EXPECT_EQ(f.get(), 20);
+}
+
+TEST(HttpServerStart, BindFailureIsReported) {
+  FakeApi fake;
+  ShutdownGate gate;
+  Metrics metrics;
+  Api api(fake, gate, metrics);
+  HttpServerOptions opts;
+  opts.host = "203.0.113.1";  // TEST-NET-3: not a local address, bind fails
+  HttpServer server(opts, api);
+  Status s = server.Start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("203.0.113.1"), std::string::npos) << s.error().message;
+}
+
+TEST(ConstantTimeEquals, Cases) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abd", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("ab", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abcd", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("", "abc"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+}
+
+}  // namespace
+}  // namespace rsc
