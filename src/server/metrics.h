@@ -38,8 +38,8 @@
 //   rsc_metadata_missing_total                  indexed group whose key is gone (L1)
 //   rsc_redis_compat_failures_total             Redis compatibility check failures (L4)
 //   rsc_redis_policy_warning{kind}              gauge 1 while a policy warning holds
-//                                               (e.g. kind="maxmemory_policy",
-//                                               "no_persistence")
+//                                               (e.g. kind="eviction",
+//                                               "persistence")
 //   rsc_script_reloads_total                    NOSCRIPT recoveries (L5)
 //   rsc_lock_timeouts_total                     group mutex acquisitions that timed out
 //   rsc_members_expired_total                   members removed by lease expiry
