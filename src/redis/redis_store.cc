@@ -15,6 +15,7 @@
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
 #include "redis/random.h"
+#include "redis/sha1.h"
 
 namespace rsc::redis {
 namespace {
@@ -272,7 +273,8 @@ Result<StoredGroup> RedisStore::Load(const GroupKey& key, TimeMs now_ms) {
       }
       meta = std::make_shared<const GroupMetadata>(std::move(decoded.value()));
       // A hash without a token (written by hand or another tool) is never cached.
-      if (!token.empty()) CachePut(tag, CacheEntry{token, aggregate_len, meta});
+      if (!token.empty())
+        CachePut(tag, CacheEntry{token, aggregate_len, meta, Sha1Hex(r[5].str), revision});
     } else if (cached && !token.empty() && token == cached->token &&
                aggregate_len == cached->aggregate_len) {
       if (from_cache) stats_.cache_hits.fetch_add(1, std::memory_order_relaxed);
@@ -289,7 +291,8 @@ Result<StoredGroup> RedisStore::Load(const GroupKey& key, TimeMs now_ms) {
     const auto zcard = static_cast<size_t>(r[7].integer);
     if (!full && zcard != meta->members.size()) {
       // The due-only view is not enough (liveness.h): fetch again, against this aggregate.
-      cached = CacheEntry{token, aggregate_len, meta};
+      cached =
+          CacheEntry{token, aggregate_len, meta, cached ? cached->sha1 : std::string(), revision};
       from_cache = false;
       continue;
     }
@@ -319,6 +322,14 @@ Result<CasOutcome> RedisStore::CompareAndSet(const GroupKey& key, StoreRevision 
   args.push_back(std::to_string(kLayoutVersion));
   args.push_back(std::to_string(now_ms));
   args.push_back(token);
+  std::string loaded_sha;
+  if (next != nullptr) {
+    // Only an entry of exactly the expected revision describes the bytes the decision
+    // was made on (another thread may have cached an older or newer write meanwhile).
+    std::optional<CacheEntry> c = CacheGet(tag);
+    if (c && c->revision == expected.value()) loaded_sha = c->sha1;
+  }
+  args.push_back(loaded_sha);
   args.push_back(std::to_string(liveness.set.size()));
   for (const auto& [member, deadline] : liveness.set) {
     args.push_back(member);
@@ -328,7 +339,10 @@ Result<CasOutcome> RedisStore::CompareAndSet(const GroupKey& key, StoreRevision 
 
   auto reply = Eval(CasScript(), {MetadataKey(key), LivenessKey(key)}, args, CommandKind::kWrite);
   if (!reply.ok()) return reply.error();
-  if (reply->IsError()) return ReplyError(*reply, fmt::format("compare-and-set of group {}", tag));
+  if (reply->IsError()) {
+    CacheErase(tag);  // the next load parses what is really stored
+    return ReplyError(*reply, fmt::format("compare-and-set of group {}", tag));
+  }
   if (!reply->IsArray() || reply->elements.size() != 2 || !reply->elements[0].IsInteger() ||
       !reply->elements[1].IsInteger()) {
     return Unexpected("compare_and_set", *reply);
@@ -344,7 +358,8 @@ Result<CasOutcome> RedisStore::CompareAndSet(const GroupKey& key, StoreRevision 
   if (next != nullptr) {
     // What we wrote is what the next Load would parse; keep it under the new token.
     CachePut(tag, CacheEntry{token, static_cast<int64_t>(json.size()),
-                             std::make_shared<const GroupMetadata>(*next)});
+                             std::make_shared<const GroupMetadata>(*next), Sha1Hex(json),
+                             revision.value()});
   }
   return CasOutcome{true, revision};
 }

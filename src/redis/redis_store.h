@@ -113,6 +113,11 @@ class RedisStore : public MetadataStore {
     std::string token;
     int64_t aggregate_len = 0;
     std::shared_ptr<const GroupMetadata> meta;
+    // SHA-1 of the aggregate bytes this entry was parsed from (or written as). The CAS
+    // script refuses to overwrite an aggregate whose bytes differ: a hand edit that kept
+    // the token and length is never silently undone (SPEC L3).
+    std::string sha1;
+    int64_t revision = 0;  // the revision these bytes were stored under
   };
 
   // Runs one of the embedded scripts; maps transport errors and counts them.

@@ -1,7 +1,8 @@
 #include "redis/sha1.h"
 
-#include <boost/uuid/detail/sha1.hpp>
 #include <fmt/format.h>
+
+#include <boost/uuid/detail/sha1.hpp>
 
 namespace rsc::redis {
 

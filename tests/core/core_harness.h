@@ -160,8 +160,9 @@ struct FakeMember {
 };
 
 inline HeartbeatResponse Ok(const Result<HeartbeatResponse>& r) {
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : std::string(ErrorCodeName(r.error().code)) + ": " +
-                                            r.error().message);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? ""
+                                 : std::string(ErrorCodeName(r.error().code)) + ": " +
+                                       r.error().message);
   return r.ok() ? r.value() : HeartbeatResponse{};
 }
 

@@ -33,9 +33,9 @@ struct Step {
 };
 
 void showValue(const Step& s, std::ostream& os) {
-  static const char* kNames[] = {"hb", "hb", "hb", "hb", "hb-lost", "advance", "tick",
-                                 "crash", "leave", "coord-crash", "fence", "grow",
-                                 "snapshot", "rollback"};
+  static const char* kNames[] = {"hb",      "hb",   "hb",       "hb",      "hb-lost",
+                                 "advance", "tick", "crash",    "leave",   "coord-crash",
+                                 "fence",   "grow", "snapshot", "rollback"};
   os << kNames[s.kind] << "(" << s.who << "," << s.arg << ")";
 }
 
@@ -110,7 +110,10 @@ struct Model {
   void Apply(const Step& st) {
     Client& c = clients[static_cast<size_t>(st.who) % clients.size()];
     switch (st.kind) {
-      case 0: case 1: case 2: case 3:
+      case 0:
+      case 1:
+      case 2:
+      case 3:
         Heartbeat(c, false);
         break;
       case 4:

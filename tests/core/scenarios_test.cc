@@ -112,7 +112,7 @@ TEST(Scenario06, ClientSawVersionNRedisBackToNMinus1NextHeartbeatGetsSync) {
   b.Observe(Ok(h.Heartbeat(b.Request())));  // writes N
   a.Observe(Ok(h.Heartbeat(a.Request())));  // A observes N
   ASSERT_EQ(a.version, h.meta().version.value());
-  h.RollbackTo(before);                      // failover loses N
+  h.RollbackTo(before);  // failover loses N
   auto r = Ok(h.Heartbeat(a.Request()));
   EXPECT_EQ(r.status, S::kSyncMetadata);
   EXPECT_TRUE(h.LastEventsHave(EventKind::kVersionRegression));
@@ -156,7 +156,7 @@ TEST(Scenario08, AfterSyncDrainingRemovedShardsGetsRevokePendingUntilBlockersCle
   a.Observe(Ok(h.Heartbeat(a.Request())));  // REVOKED 1 → C owns 1
   c.Observe(Ok(h.Heartbeat(c.Request())));  // C reads 1
   ASSERT_EQ(c.owned, V({1}));
-  h.RollbackTo(before);                      // Redis: A owns {0,1}, no C
+  h.RollbackTo(before);  // Redis: A owns {0,1}, no C
   // C (unknown now) heartbeats first: it is told to rejoin and shard 1 is blocked.
   auto cr = h.Heartbeat(c.Request());
   ASSERT_FALSE(cr.ok());

@@ -5,7 +5,9 @@
 -- ARGV[2] '1' to write the aggregate (revision + 1), '0' for a liveness-only write
 -- ARGV[3] aggregate JSON  ARGV[4] schemaVersion  ARGV[5] layoutVersion
 -- ARGV[6] updatedAt (ms)  ARGV[7] writeToken
--- ARGV[8] n = liveness entries to set, then n pairs (member, deadline ms), then the
+-- ARGV[8] SHA-1 of the aggregate bytes the caller decided on ('' = unknown, not checked):
+--         an aggregate edited outside the coordinator is never overwritten (SPEC L3)
+-- ARGV[9] n = liveness entries to set, then n pairs (member, deadline ms), then the
 --         members to remove
 -- Reply: {1, newRevision} applied; {0, storedRevision} conflict ({0, -1}: no hash).
 -- Everything is validated before the first write: a script that fails halfway is not
@@ -24,13 +26,20 @@ end
 if rev ~= tonumber(ARGV[1]) then
   return {0, rev}
 end
-local n = tonumber(ARGV[8])
-if n == nil or n < 0 or 8 + 2 * n > #ARGV then
+local n = tonumber(ARGV[9])
+if n == nil or n < 0 or 9 + 2 * n > #ARGV then
   return redis.error_reply('ERR compare_and_set: bad liveness argument count')
 end
 local live_type = redis.call('TYPE', KEYS[2]).ok
 if live_type ~= 'none' and live_type ~= 'zset' then
   return redis.error_reply('RSC_UNREADABLE liveness key is a ' .. live_type .. ', not a sorted set')
+end
+if ARGV[2] == '1' and ARGV[8] ~= '' then
+  local current = redis.call('HGET', KEYS[1], 'aggregate') or ''
+  if redis.sha1hex(current) ~= ARGV[8] then
+    return redis.error_reply('RSC_UNREADABLE aggregate was changed outside the coordinator ' ..
+                             '(same revision and writeToken); not overwriting it')
+  end
 end
 local new_rev = rev
 if ARGV[2] == '1' then
@@ -39,7 +48,7 @@ if ARGV[2] == '1' then
              'schemaVersion', ARGV[4], 'layoutVersion', ARGV[5], 'updatedAt', ARGV[6],
              'writeToken', ARGV[7])
 end
-local i = 9
+local i = 10
 for _ = 1, n do
   redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i])
   i = i + 2
