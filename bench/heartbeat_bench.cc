@@ -9,13 +9,17 @@
 // Runs its own redis-server (EmbeddedRedis in a temp dir) and an in-process server.
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -24,11 +28,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/json.hpp>
-#include <fmt/format.h>
-#include <hiredis/hiredis.h>
-#include <spdlog/spdlog.h>
 
 #include "redis/redis_store.h"
 #include "redis/redis_url.h"
@@ -83,7 +82,8 @@ class MiniHttp {
         const size_t cl = buf_.find("Content-Length: ");
         const size_t cl2 = buf_.find("content-length: ");
         const size_t at = cl != std::string::npos ? cl : cl2;
-        if (at != std::string::npos && at < end) len = std::strtoul(buf_.c_str() + at + 16, nullptr, 10);
+        if (at != std::string::npos && at < end)
+          len = std::strtoul(buf_.c_str() + at + 16, nullptr, 10);
         while (buf_.size() < end + 4 + len) {
           if (!Fill()) return -1;
         }
@@ -115,8 +115,10 @@ struct Member {
 };
 
 std::string RequestFor(const Member& m) {
-  boost::json::object o{{"memberId", m.id},         {"memberEpoch", m.epoch},
-                        {"metadataVersion", m.version}, {"lineage", m.lineage}};
+  boost::json::object o{{"memberId", m.id},
+                        {"memberEpoch", m.epoch},
+                        {"metadataVersion", m.version},
+                        {"lineage", m.lineage}};
   boost::json::array owned, rev;
   for (auto s : m.owned) owned.push_back(s);
   for (auto s : m.revoked) rev.push_back(boost::json::object{{"shard", s}, {"state", "REVOKED"}});
@@ -220,7 +222,8 @@ Row RunOne(int http_port, int redis_port, int members, int connections, double s
   }
   const std::string path = "/v1/groups/bench/" + group + "/heartbeat";
   std::vector<Member> all(static_cast<size_t>(members));
-  for (int i = 0; i < members; ++i) all[static_cast<size_t>(i)].id = fmt::format("member-{:05d}", i);
+  for (int i = 0; i < members; ++i)
+    all[static_cast<size_t>(i)].id = fmt::format("member-{:05d}", i);
 
   // Warm up: join everyone and let handoffs settle (a few heartbeats each).
   {
@@ -259,7 +262,8 @@ Row RunOne(int http_port, int redis_port, int members, int connections, double s
         } else {
           const auto at = body.find("\"status\":\"");
           if (at != std::string::npos) {
-            statuses[static_cast<size_t>(t)][body.substr(at + 10, body.find('"', at + 10) - at - 10)]++;
+            statuses[static_cast<size_t>(t)]
+                    [body.substr(at + 10, body.find('"', at + 10) - at - 10)]++;
           }
         }
         Apply(m, body);
@@ -328,18 +332,21 @@ int main(int argc, char** argv) {
   rsc::HttpServer server(ho, api);
   if (!server.Start().ok()) return 1;
 
-  std::printf("heartbeat benchmark: %d connections, %.0f s per row, one group, redis-server "
-              "on loopback (private netns when run via scripts/netns.sh)\n\n",
-              connections, seconds);
-  std::printf("| members | heartbeats/s | p50 µs | p99 µs | Redis round trips/hb | baseline HGET p50 µs "
-              "| p50 / baseline | errors |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "heartbeat benchmark: %d connections, %.0f s per row, one group, redis-server "
+      "on loopback (private netns when run via scripts/netns.sh)\n\n",
+      connections, seconds);
+  std::printf(
+      "| members | heartbeats/s | p50 µs | p99 µs | Redis round trips/hb | baseline HGET p50 µs "
+      "| p50 / baseline | errors |\n|---|---|---|---|---|---|---|---|\n");
   for (int n : sizes) {
     Row r = RunOne(server.port(), redis.port(), n, connections, seconds);
     std::printf("| %d | %.0f | %.0f | %.0f | %.2f | %.1f | %.1fx | %ld |\n", r.members,
                 r.hb_per_sec, r.p50_us, r.p99_us, r.redis_cmds_per_hb, r.baseline_rtt_us,
                 r.p50_us / r.baseline_rtt_us, static_cast<long>(r.errors));
     std::fflush(stdout);
-    for (auto& [k, v] : r.statuses) std::fprintf(stderr, "  members=%d status %s: %ld\n", n, k.c_str(), static_cast<long>(v));
+    for (auto& [k, v] : r.statuses)
+      std::fprintf(stderr, "  members=%d status %s: %ld\n", n, k.c_str(), static_cast<long>(v));
   }
   server.Stop();
   redis.Stop();

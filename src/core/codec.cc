@@ -1,9 +1,9 @@
 #include "core/codec.h"
 
-#include <algorithm>
-
-#include <boost/json.hpp>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
 
 #include "core/json_util.h"
 
@@ -33,8 +33,8 @@ bj::value AggregateToJson(const GroupMetadata& m) {
   }
   bj::array shards;
   for (const ShardState& s : m.shards) {
-    shards.push_back(bj::object{
-        {"owner", s.owner}, {"target", s.target}, {"revokeSinceMs", s.revoke_since_ms}});
+    shards.push_back(
+        bj::object{{"owner", s.owner}, {"target", s.target}, {"revokeSinceMs", s.revoke_since_ms}});
   }
   bj::array members;
   for (const Member& mm : m.members) {
@@ -47,9 +47,11 @@ bj::value AggregateToJson(const GroupMetadata& m) {
   }
   bj::array tombstones;
   for (const Tombstone& t : m.tombstones) {
-    tombstones.push_back(bj::object{
-        {"id", t.id.str()}, {"epoch", t.epoch.value()}, {"fenced", t.fenced}, {"left", t.left},
-        {"atMs", t.at_ms}});
+    tombstones.push_back(bj::object{{"id", t.id.str()},
+                                    {"epoch", t.epoch.value()},
+                                    {"fenced", t.fenced},
+                                    {"left", t.left},
+                                    {"atMs", t.at_ms}});
   }
   bj::value round = nullptr;
   if (m.round) {

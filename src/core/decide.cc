@@ -1,9 +1,9 @@
 #include "core/decide.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "core/assignment.h"
 #include "core/check.h"
@@ -12,21 +12,36 @@ namespace rsc {
 
 std::string_view EventKindName(EventKind k) {
   switch (k) {
-    case EventKind::kMemberJoined: return "member_joined";
-    case EventKind::kMemberRejoined: return "member_rejoined";
-    case EventKind::kStaticMemberReplaced: return "static_member_replaced";
-    case EventKind::kMemberLeft: return "member_left";
-    case EventKind::kMemberExpired: return "member_expired";
-    case EventKind::kMemberFenced: return "member_fenced";
-    case EventKind::kVersionRegression: return "version_regression";
-    case EventKind::kLineageDivergence: return "lineage_divergence";
-    case EventKind::kRoundStarted: return "round_started";
-    case EventKind::kRoundEnded: return "round_ended";
-    case EventKind::kBlockerRecorded: return "blocker_recorded";
-    case EventKind::kStaleRevokeIgnored: return "stale_revoke_ignored";
-    case EventKind::kShardReleased: return "shard_released";
-    case EventKind::kShardAssigned: return "shard_assigned";
-    case EventKind::kTargetChanged: return "target_changed";
+    case EventKind::kMemberJoined:
+      return "member_joined";
+    case EventKind::kMemberRejoined:
+      return "member_rejoined";
+    case EventKind::kStaticMemberReplaced:
+      return "static_member_replaced";
+    case EventKind::kMemberLeft:
+      return "member_left";
+    case EventKind::kMemberExpired:
+      return "member_expired";
+    case EventKind::kMemberFenced:
+      return "member_fenced";
+    case EventKind::kVersionRegression:
+      return "version_regression";
+    case EventKind::kLineageDivergence:
+      return "lineage_divergence";
+    case EventKind::kRoundStarted:
+      return "round_started";
+    case EventKind::kRoundEnded:
+      return "round_ended";
+    case EventKind::kBlockerRecorded:
+      return "blocker_recorded";
+    case EventKind::kStaleRevokeIgnored:
+      return "stale_revoke_ignored";
+    case EventKind::kShardReleased:
+      return "shard_released";
+    case EventKind::kShardAssigned:
+      return "shard_assigned";
+    case EventKind::kTargetChanged:
+      return "target_changed";
   }
   return "unknown";
 }
@@ -323,8 +338,8 @@ struct HeartbeatPlan {
   bool left = false;
 };
 
-Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& w,
-                                            const Env& env, const HeartbeatPlan& plan) {
+Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& w, const Env& env,
+                                            const HeartbeatPlan& plan) {
   Decision<HeartbeatResponse> d =
       Commit<HeartbeatResponse>(stored, std::move(w), env, HeartbeatResponse{});
   const GroupMetadata& view = d.next ? *d.next : stored;
@@ -372,9 +387,8 @@ void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<Revoking
     }
     if (m.round) {
       const size_t before = m.round->blockers.size();
-      std::erase_if(m.round->blockers, [&](const Blocker& b) {
-        return b.shard.value() == r.shard && b.member == id;
-      });
+      std::erase_if(m.round->blockers,
+                    [&](const Blocker& b) { return b.shard.value() == r.shard && b.member == id; });
       applied = applied || before != m.round->blockers.size();
     }
     if (!applied) w.Emit(EventKind::kStaleRevokeIgnored, id.str(), r.shard);
@@ -454,8 +468,7 @@ bool IsSteadyHeartbeat(const GroupMetadata& m, const Liveness& live, const Heart
   return true;
 }
 
-Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored,
-                                                const Liveness& live,
+Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, const Liveness& live,
                                                 const HeartbeatRequest& req, const Env& env);
 
 }  // namespace
@@ -485,8 +498,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFullForTest(const GroupMetadata& stor
 
 namespace {
 
-Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored,
-                                                const Liveness& live,
+Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, const Liveness& live,
                                                 const HeartbeatRequest& req, const Env& env) {
   Work w{stored, {}, {}, env.now_ms};
   HeartbeatPlan plan;
@@ -665,8 +677,7 @@ Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t obs
 
 Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env) {
   if (!IsValidStreamName(req.stream)) {
-    return MakeError(ErrorCode::kInvalidRequest,
-                     "stream must match [A-Za-z0-9._:-]{1,200}");
+    return MakeError(ErrorCode::kInvalidRequest, "stream must match [A-Za-z0-9._:-]{1,200}");
   }
   if (!IsValidGroupName(req.group)) {
     return MakeError(ErrorCode::kInvalidRequest, "group must match [A-Za-z0-9._-]{1,128}");
@@ -698,14 +709,15 @@ Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& liv
   if (req.shard_count) {
     const int32_t n = *req.shard_count;
     if (n < m.shard_count) {
-      return {std::nullopt, {},
+      return {std::nullopt,
+              {},
               MakeError(ErrorCode::kInvalidRequest,
-                        fmt::format("shardCount may only grow in v1 ({} -> {})", m.shard_count,
-                                    n)),
+                        fmt::format("shardCount may only grow in v1 ({} -> {})", m.shard_count, n)),
               {}};
     }
     if (n > kMaxShards) {
-      return {std::nullopt, {},
+      return {std::nullopt,
+              {},
               MakeError(ErrorCode::kInvalidRequest,
                         fmt::format("shardCount must be at most {}", kMaxShards)),
               {}};
@@ -723,15 +735,16 @@ Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& liv
     const GroupConfig& old = stored.config;
     if (req.config->member_lease_ms < old.assignment_lease_ms + kMinLeaseMarginMs ||
         req.config->rebalance_timeout_ms < old.member_lease_ms) {
-      return {std::nullopt, {},
-              MakeError(ErrorCode::kInvalidRequest,
-                        fmt::format("config change too large at once: memberLeaseMs must stay >= "
-                                    "the current assignmentLeaseMs ({}) + {} ms and "
-                                    "rebalanceTimeoutMs >= the current memberLeaseMs ({}); "
-                                    "shrink in steps one lease apart",
-                                    old.assignment_lease_ms, kMinLeaseMarginMs,
-                                    old.member_lease_ms)),
-              {}};
+      return {
+          std::nullopt,
+          {},
+          MakeError(ErrorCode::kInvalidRequest,
+                    fmt::format("config change too large at once: memberLeaseMs must stay >= "
+                                "the current assignmentLeaseMs ({}) + {} ms and "
+                                "rebalanceTimeoutMs >= the current memberLeaseMs ({}); "
+                                "shrink in steps one lease apart",
+                                old.assignment_lease_ms, kMinLeaseMarginMs, old.member_lease_ms)),
+          {}};
     }
     m.config = *req.config;
   }
@@ -748,7 +761,8 @@ Decision<Unit> DecideFence(const GroupMetadata& stored, const Liveness& live,
   ApplyTime(w, live);
   Member* mem = w.next.FindMember(member);
   if (!mem) {
-    return {std::nullopt, {},
+    return {std::nullopt,
+            {},
             MakeError(ErrorCode::kUnknownMemberId,
                       fmt::format("member {} is not in the group", member.str())),
             {}};
@@ -815,7 +829,8 @@ GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Li
     mv.pending_shards = std::move(sh.pending);
     mv.revoking_shards = std::move(sh.revoke);
     auto it = live.deadline_ms.find(mem.id.str());
-    mv.lease_remaining_ms = it == live.deadline_ms.end() ? 0 : std::max<TimeMs>(0, it->second - now_ms);
+    mv.lease_remaining_ms =
+        it == live.deadline_ms.end() ? 0 : std::max<TimeMs>(0, it->second - now_ms);
     mv.leaving = mem.leaving;
     mv.fenced = mem.fenced;
     v.members.push_back(std::move(mv));

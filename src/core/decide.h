@@ -103,8 +103,7 @@ Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const L
 // The full decision path without the steady-state shortcut; tests compare the two.
 Decision<HeartbeatResponse> DecideHeartbeatFullForTest(const GroupMetadata& stored,
                                                        const Liveness& live,
-                                                       const HeartbeatRequest& req,
-                                                       const Env& env);
+                                                       const HeartbeatRequest& req, const Env& env);
 
 // Periodic maintenance: expiry, rebalance-timeout fencing, blocker expiry, round
 // completion. Response is Unit; `next` set only when something changed.
@@ -138,6 +137,7 @@ MemberShards ShardsOf(const GroupMetadata& m, const MemberId& id);
 
 // Classification of a client's (version, lineage) against the stored history (M2, M8).
 enum class VersionCheck { kCurrent, kLagging, kAhead, kDiverged };
-VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version, const std::string& lineage);
+VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version,
+                                const std::string& lineage);
 
 }  // namespace rsc

@@ -49,8 +49,7 @@ Result<int64_t> Reader::Int(std::string_view key, int64_t min, int64_t max) cons
   return AsInt(*v, Path(key), min, max, code_);
 }
 
-Result<int64_t> Reader::IntOr(std::string_view key, int64_t min, int64_t max,
-                              int64_t dflt) const {
+Result<int64_t> Reader::IntOr(std::string_view key, int64_t min, int64_t max, int64_t dflt) const {
   const boost::json::value* v = Find(key);
   if (!v || v->is_null()) return dflt;
   return AsInt(*v, Path(key), min, max, code_);

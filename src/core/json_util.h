@@ -3,11 +3,10 @@
 // a missing field, wrong type or out-of-range number. Shared by the aggregate codec and
 // the protocol parsers so every parser rejects bad input the same way.
 
+#include <boost/json.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include <boost/json.hpp>
 
 #include "core/result.h"
 

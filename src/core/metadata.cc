@@ -1,9 +1,9 @@
 #include "core/metadata.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace rsc {
 
@@ -81,8 +81,8 @@ Status CheckInvariants(const GroupMetadata& m) {
   };
   if (m.shard_count < 1) return bad(fmt::format("shardCount {} < 1", m.shard_count));
   if (static_cast<int64_t>(m.shards.size()) != m.shard_count) {
-    return bad(fmt::format("shards has {} entries, shardCount is {}", m.shards.size(),
-                           m.shard_count));
+    return bad(
+        fmt::format("shards has {} entries, shardCount is {}", m.shards.size(), m.shard_count));
   }
   for (size_t i = 0; i < m.members.size(); ++i) {
     if (m.members[i].id.empty()) return bad("member with empty id");

@@ -102,14 +102,14 @@ struct GroupMetadata {
   GroupKey key;
   int32_t shard_count = 0;
   GroupConfig config;
-  MetadataVersion version;  // +1 on every committed aggregate write
-  std::string lineage;      // fresh random token per committed version (M8)
+  MetadataVersion version;                    // +1 on every committed aggregate write
+  std::string lineage;                        // fresh random token per committed version (M8)
   std::vector<LineageEntry> lineage_history;  // oldest first; last entry = (version, lineage)
   AssignmentEpoch assignment_epoch;           // +1 whenever any shard's target changes (K3)
   TimeMs created_ms = 0;
   TimeMs updated_ms = 0;
-  std::vector<ShardState> shards;  // size == shard_count
-  std::vector<Member> members;     // sorted by id
+  std::vector<ShardState> shards;     // size == shard_count
+  std::vector<Member> members;        // sorted by id
   std::vector<Tombstone> tombstones;  // oldest first, at most kTombstoneLimit
   std::optional<CorrectionRound> round;
   int64_t rounds_started = 0;

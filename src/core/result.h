@@ -40,12 +40,14 @@ struct Error {
   std::string message;
 };
 
-inline Error MakeError(ErrorCode code, std::string message) { return Error{code, std::move(message)}; }
+inline Error MakeError(ErrorCode code, std::string message) {
+  return Error{code, std::move(message)};
+}
 
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -90,8 +92,8 @@ inline Status OkStatus() { return Unit{}; }
   if (!tmp.ok()) return tmp.error();              \
   lhs = std::move(tmp).value()
 // `RSC_RETURN_IF_ERROR(Status)`.
-#define RSC_RETURN_IF_ERROR(expr)                                 \
-  do {                                                            \
-    auto rsc_status_ = (expr);                                    \
-    if (!rsc_status_.ok()) return rsc_status_.error();            \
+#define RSC_RETURN_IF_ERROR(expr)                      \
+  do {                                                 \
+    auto rsc_status_ = (expr);                         \
+    if (!rsc_status_.ok()) return rsc_status_.error(); \
   } while (0)

@@ -57,5 +57,7 @@ using TimeMs = int64_t;
 
 template <>
 struct std::hash<rsc::MemberId> {
-  size_t operator()(const rsc::MemberId& m) const noexcept { return std::hash<std::string>{}(m.str()); }
+  size_t operator()(const rsc::MemberId& m) const noexcept {
+    return std::hash<std::string>{}(m.str());
+  }
 };

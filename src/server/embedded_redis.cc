@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -14,9 +16,6 @@
 #include <filesystem>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
-#include <hiredis/hiredis.h>
 
 namespace rsc {
 
@@ -74,15 +73,24 @@ Status EmbeddedRedis::Start() {
   }
   const std::string log = data_dir_ + "/redis.log";
   std::vector<std::string> args = {options_.binary,
-                                   "--port", std::to_string(port_),
-                                   "--bind", "127.0.0.1",
-                                   "--dir", data_dir_,
-                                   "--appendonly", "yes",
-                                   "--appendfsync", "everysec",
-                                   "--save", "",
-                                   "--maxmemory-policy", "noeviction",
-                                   "--daemonize", "no",
-                                   "--logfile", log};
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--dir",
+                                   data_dir_,
+                                   "--appendonly",
+                                   "yes",
+                                   "--appendfsync",
+                                   "everysec",
+                                   "--save",
+                                   "",
+                                   "--maxmemory-policy",
+                                   "noeviction",
+                                   "--daemonize",
+                                   "no",
+                                   "--logfile",
+                                   log};
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) return MakeError(ErrorCode::kInternal, std::string("fork: ") + strerror(errno));
@@ -90,7 +98,7 @@ Status EmbeddedRedis::Start() {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) _exit(1);
     ::setpgid(0, 0);  // Ctrl-C reaches the coordinator, which shuts this down in order
-    sigset_t none;  // the parent blocks SIGTERM for sigwait; redis-server must not inherit it
+    sigset_t none;    // the parent blocks SIGTERM for sigwait; redis-server must not inherit it
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     std::vector<char*> argv;

@@ -1,10 +1,10 @@
 #include "server/group_service.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
-
-#include <fmt/format.h>
 
 #include "core/codec.h"
 
@@ -73,9 +73,9 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
     // A tick that finds the mutex busy is not a timeout: someone else is doing the work.
     if (wait.count() > 0) observer_.OnMutexWait(waited, token->has_value());
     if (!token->has_value()) {
-      return MakeError(ErrorCode::kLockTimeout,
-                       fmt::format("group {}: mutex not acquired within {} ms", key.Tag(),
-                                   wait.count()));
+      return MakeError(
+          ErrorCode::kLockTimeout,
+          fmt::format("group {}: mutex not acquired within {} ms", key.Tag(), wait.count()));
     }
     RedisLockGuard guard(store_, key, **token);
     const TimeMs now = clock_.NowMs();  // frozen for the whole decision
@@ -91,8 +91,8 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
       if (revision_out) *revision_out = loaded->revision;
       return std::move(d.response);
     }
-    auto cas = store_.CompareAndSet(key, loaded->revision, d.next ? &*d.next : nullptr,
-                                    d.liveness, now);
+    auto cas =
+        store_.CompareAndSet(key, loaded->revision, d.next ? &*d.next : nullptr, d.liveness, now);
     if (!cas.ok()) {
       // Includes UNKNOWN_RESULT: the client retries, and because answers are views of
       // committed state (R3.3) the retry is safe whether or not this write landed.
@@ -161,8 +161,7 @@ void GroupService::RunHeartbeatBatch(const GroupKey& key, std::vector<HeartbeatW
   using Batch = std::vector<Result<HeartbeatResponse>>;
   auto r = Mutate<Batch>(
       key, options_.lock_wait,
-      [&](const GroupMetadata& stored, const Liveness& loaded_live, const Env& env,
-          StoreRevision) {
+      [&](const GroupMetadata& stored, const Liveness& loaded_live, const Env& env, StoreRevision) {
         Decision<Batch> out{std::nullopt, {}, Batch{}, {}};
         const GroupMetadata* state = &stored;
         Liveness live = loaded_live;
@@ -184,8 +183,8 @@ void GroupService::RunHeartbeatBatch(const GroupKey& key, std::vector<HeartbeatW
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i]->result = r.ok() ? std::move(r.value()[i]) : Result<HeartbeatResponse>(r.error());
     const auto& res = *batch[i]->result;
-    observer_.OnHeartbeat(key, res.ok() ? HeartbeatStatusName(res->status)
-                                        : ErrorCodeName(res.error().code));
+    observer_.OnHeartbeat(
+        key, res.ok() ? HeartbeatStatusName(res->status) : ErrorCodeName(res.error().code));
   }
 }
 
@@ -259,7 +258,8 @@ Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroup
         if (loaded.value() != req.expected_revision) {  // I4
           revision_mismatch = true;
           return Decision<GroupView>{
-              std::nullopt, {},
+              std::nullopt,
+              {},
               MakeError(ErrorCode::kRevisionConflict,
                         fmt::format("expectedRevision {} but the stored revision is {}",
                                     req.expected_revision, loaded.value())),

@@ -43,15 +43,14 @@ class ServiceObserver {
 struct GroupServiceOptions {
   std::chrono::milliseconds lock_ttl{2000};
   std::chrono::milliseconds lock_wait{1500};
-  int max_attempts = 5;  // CAS conflicts retried before answering LOCK_TIMEOUT
+  int max_attempts = 5;              // CAS conflicts retried before answering LOCK_TIMEOUT
   size_t max_heartbeat_batch = 256;  // heartbeats decided under one load + CAS
 };
 
 class GroupService : public CoordinatorApi {
  public:
-  GroupService(MetadataStore& store, Clock& clock, TokenSource& tokens,
-               ServiceObserver& observer, GroupServiceOptions options,
-               std::function<Status()> ready_probe);
+  GroupService(MetadataStore& store, Clock& clock, TokenSource& tokens, ServiceObserver& observer,
+               GroupServiceOptions options, std::function<Status()> ready_probe);
 
   Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) override;
   Result<RoutingResponse> Routing(const GroupKey& key, int64_t observed_version,
@@ -97,7 +96,7 @@ class GroupService : public CoordinatorApi {
   std::function<Status()> ready_probe_;
 
   std::mutex monitors_mu_;
-  std::unordered_map<std::string, std::shared_ptr<std::mutex>> monitors_;  // by Tag()
+  std::unordered_map<std::string, std::shared_ptr<std::mutex>> monitors_;    // by Tag()
   std::unordered_map<std::string, std::shared_ptr<HeartbeatQueue>> queues_;  // by Tag()
 };
 

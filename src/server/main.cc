@@ -1,16 +1,15 @@
 // rsc-coordinator: the stateless coordinator service (SPEC §8 S1–S4).
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "redis/compat.h"
 #include "redis/connection.h"
@@ -76,8 +75,9 @@ bool SplitHostPort(const std::string& s, std::string& host, uint16_t& port) {
 
 int main(int argc, char** argv) {
   Flags f;
-  CLI::App app{"rsc-coordinator: Kafka-style consumer groups over sharded Redis Streams.\n"
-               "Stateless: every decision lives in Redis; run as many replicas as you like."};
+  CLI::App app{
+      "rsc-coordinator: Kafka-style consumer groups over sharded Redis Streams.\n"
+      "Stateless: every decision lives in Redis; run as many replicas as you like."};
   app.footer(kFooter);
   app.add_option("--redis", f.redis_url,
                  "Redis URL redis://[user:password@]host[:port][/db]. Without it a local "
@@ -93,8 +93,7 @@ int main(int argc, char** argv) {
       ->envname("RSC_STATE_DIR")
       ->capture_default_str();
   app.add_option("--io-threads", f.io_threads, "HTTP IO threads")->capture_default_str();
-  app.add_option("--workers", f.workers, "Worker threads running requests")
-      ->capture_default_str();
+  app.add_option("--workers", f.workers, "Worker threads running requests")->capture_default_str();
   app.add_option("--max-body-bytes", f.max_body_bytes, "Largest request body (413 above)")
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", f.shutdown_grace_ms,
@@ -103,8 +102,7 @@ int main(int argc, char** argv) {
   app.add_option("--tick-interval-ms", f.tick_interval_ms,
                  "Maintenance tick period (expiry, fencing, round completion)")
       ->capture_default_str();
-  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")
-      ->capture_default_str();
+  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -132,9 +130,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<rsc::EmbeddedRedis> embedded;
   if (f.redis_url.empty()) {
     embedded = std::make_unique<rsc::EmbeddedRedis>(rsc::EmbeddedRedisOptions{f.state_dir});
-    spdlog::info("event=start mode=embedded message=\"no --redis given: starting a local "
-                 "redis-server with data in {}/redis\"",
-                 f.state_dir);
+    spdlog::info(
+        "event=start mode=embedded message=\"no --redis given: starting a local "
+        "redis-server with data in {}/redis\"",
+        f.state_dir);
     rsc::Status st = embedded->Start();
     if (!st.ok()) {
       spdlog::critical("event=embedded_redis_failed message=\"{}\"", st.error().message);
@@ -169,7 +168,8 @@ int main(int argc, char** argv) {
               << " cannot be used: " << rsc::redis::FormatCompatReport(*report) << "\n";
     return 4;
   }
-  for (const auto& w : report->warnings) spdlog::warn("event=redis_policy_warning message=\"{}\"", w);
+  for (const auto& w : report->warnings)
+    spdlog::warn("event=redis_policy_warning message=\"{}\"", w);
   for (const auto& fb : report->fallbacks) spdlog::info("event=redis_fallback message=\"{}\"", fb);
   metrics.SetRedisPolicyWarning("eviction", report->eviction_warning());
   metrics.SetRedisPolicyWarning("persistence", report->persistence_warning());

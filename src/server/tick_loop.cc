@@ -9,7 +9,9 @@ TickLoop::TickLoop(GroupService& service, std::chrono::milliseconds interval)
 
 TickLoop::~TickLoop() { Stop(); }
 
-void TickLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+void TickLoop::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void TickLoop::Stop() {
   {
