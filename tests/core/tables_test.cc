@@ -1,0 +1,261 @@
+// Table-driven tests of the core's rules: fencing, rebalance timeout, expiry and
+// idempotent retries (SPEC K1, K5, §4.4, I1, I2).
+
+#include <gtest/gtest.h>
+
+#include "core_harness.h"
+
+namespace rsc::testing {
+namespace {
+
+using S = HeartbeatStatus;
+
+// Two members sharing 4 shards, both reading, steady.
+struct Steady {
+  CoreHarness h{4};
+  FakeMember a{"A"}, b{"B"};
+  Steady() {
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+    for (int i = 0; i < 3; ++i) {
+      a.Observe(Ok(h.Heartbeat(a.Request())));
+      b.Observe(Ok(h.Heartbeat(b.Request())));
+    }
+    EXPECT_EQ(a.owned, V({0, 1}));
+    EXPECT_EQ(b.owned, V({2, 3}));
+  }
+  void Beat(FakeMember& m) { m.Observe(Ok(h.Heartbeat(m.Request()))); }
+};
+
+// ── Fencing (K5, admin fence) ──
+
+TEST(Fencing, FencedMemberGetsFencedEpochAndItsShardsWaitForItsLease) {
+  Steady t;
+  auto d = DecideFence(t.h.meta(), t.h.Live(), MemberId("A"), t.h.NextEnv());
+  ASSERT_TRUE(d.response.ok());
+  t.h.Apply(d);
+  auto r = t.h.Heartbeat(t.a.Request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kFencedMemberEpoch);
+  // B is the target of A's shards but may not read them while A's lease may run.
+  const TimeMs a_deadline = t.h.Live().deadline_ms.at("A");
+  t.h.Advance(a_deadline - t.h.now() - 1);
+  t.Beat(t.b);
+  EXPECT_EQ(t.b.owned, V({2, 3})) << "K1: no handoff before the fenced member's lease ends";
+  t.h.Advance(1);
+  t.Beat(t.b);
+  t.Beat(t.b);
+  EXPECT_EQ(t.b.owned, V({0, 1, 2, 3}));
+}
+
+TEST(Fencing, FencedMemberRejoinsWithHigherEpochAndKeepsWhatItStillOwns) {
+  Steady t;
+  t.h.Apply(DecideFence(t.h.meta(), t.h.Live(), MemberId("A"), t.h.NextEnv()));
+  const int64_t old_epoch = t.a.epoch;
+  t.a.Forget();
+  auto r = Ok(t.h.Heartbeat(t.a.Request()));  // rejoin
+  EXPECT_GT(r.member_epoch, old_epoch);
+  // The stale incarnation (old epoch) stays fenced.
+  FakeMember zombie = t.a;
+  zombie.epoch = old_epoch;
+  auto z = t.h.Heartbeat(zombie.Request());
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.error().code, ErrorCode::kFencedMemberEpoch);
+}
+
+TEST(Fencing, FenceOfUnknownMemberIsUnknownMemberId) {
+  Steady t;
+  auto d = DecideFence(t.h.meta(), t.h.Live(), MemberId("nobody"), t.h.NextEnv());
+  ASSERT_FALSE(d.response.ok());
+  EXPECT_EQ(d.response.error().code, ErrorCode::kUnknownMemberId);
+  EXPECT_FALSE(d.next.has_value());
+}
+
+// ── Epoch checks (K5) ──
+
+struct EpochCase {
+  const char* name;
+  int64_t delta;  // request epoch relative to the recorded one
+  bool ok;
+};
+
+class EpochTable : public ::testing::TestWithParam<EpochCase> {};
+
+TEST_P(EpochTable, HeartbeatEpochIsChecked) {
+  Steady t;
+  // Raise A's epoch to 2 (fence + rejoin) so that "lower" is a real epoch, not a join.
+  t.h.Apply(DecideFence(t.h.meta(), t.h.Live(), MemberId("A"), t.h.NextEnv()));
+  t.a.Forget();
+  t.Beat(t.a);
+  ASSERT_EQ(t.a.epoch, 3);
+  FakeMember m = t.a;
+  m.epoch += GetParam().delta;
+  auto r = t.h.Heartbeat(m.Request());
+  EXPECT_EQ(r.ok(), GetParam().ok);
+  if (!r.ok()) {
+    EXPECT_EQ(r.error().code, ErrorCode::kFencedMemberEpoch);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(K5, EpochTable,
+                         ::testing::Values(EpochCase{"Current", 0, true},
+                                           EpochCase{"Lower", -1, false},
+                                           EpochCase{"HigherWithoutRegression", 1, false}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ── Rebalance timeout (§4.4) ──
+
+TEST(RebalanceTimeout, MemberDrainingPastTimeoutIsFencedAndOverdueShardsMoveAtOnce) {
+  CoreHarness h(4);
+  FakeMember a{"A"}, b{"B"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  b.Observe(Ok(h.Heartbeat(b.Request())));  // A must drain 2 and 3
+  // A keeps heartbeating but never finishes draining: it reports 2, 3 as DRAINING.
+  HeartbeatRequest stuck = a.Request();
+  stuck.owned_shards = {0, 1};
+  stuck.revoking_shards = {{2, RevokeState::kDraining}, {3, RevokeState::kDraining}};
+  const TimeMs timeout = h.meta().config.rebalance_timeout_ms;
+  const TimeMs start = h.now();
+  while (h.now() + 1000 < start + timeout) {
+    h.Advance(1000);
+    auto r = Ok(h.Heartbeat(stuck));
+    ASSERT_EQ(r.status, S::kDrain);
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+    ASSERT_TRUE(b.owned.empty()) << "before the timeout the shards stay A's (K1)";
+  }
+  h.Advance(start + timeout - h.now());
+  auto fenced = h.Heartbeat(stuck);
+  ASSERT_FALSE(fenced.ok());
+  EXPECT_EQ(fenced.error().code, ErrorCode::kFencedMemberEpoch);
+  EXPECT_TRUE(h.LastEventsHave(EventKind::kMemberFenced));
+  auto rb = Ok(h.Heartbeat(b.Request()));
+  EXPECT_EQ(rb.assigned_shards, V({2, 3}))
+      << "K1(c): overdue shards go to the new owner at fence time";
+  EXPECT_EQ(rb.pending_shards, V({0, 1})) << "A's other shards wait for its lease";
+  EXPECT_EQ(rb.status, S::kRevokePending) << "C2: no new reads until nothing is blocked";
+  // A (fenced, refused) stops heartbeating effectively; once its lease ends B gets all.
+  for (int i = 0; i < 11; ++i) {
+    h.Advance(1000);
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+  }
+  b.Observe(Ok(h.Heartbeat(b.Request())));
+  EXPECT_EQ(b.owned, V({0, 1, 2, 3}));
+}
+
+// ── Expiry (§4.4, K1b, K2) ──
+
+struct ExpiryCase {
+  const char* name;
+  int64_t silent_ms;  // how long A stays silent after its last heartbeat
+  bool expired;
+};
+
+class ExpiryTable : public ::testing::TestWithParam<ExpiryCase> {};
+
+TEST_P(ExpiryTable, MemberExpiresExactlyAtItsDeadline) {
+  Steady t;
+  t.Beat(t.a);
+  t.h.Advance(GetParam().silent_ms);
+  t.h.Tick();
+  EXPECT_EQ(t.h.meta().FindMember(MemberId("A")) == nullptr, GetParam().expired);
+  if (GetParam().expired) {
+    // K2: by the time the coordinator expires A, A's own assignment lease has ended.
+    EXPECT_GE(GetParam().silent_ms, t.h.meta().config.assignment_lease_ms);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lease, ExpiryTable,
+                         ::testing::Values(ExpiryCase{"WellInside", 5000, false},
+                                           ExpiryCase{"OneMsBefore", 9999, false},
+                                           ExpiryCase{"AtDeadline", 10000, true},
+                                           ExpiryCase{"Long", 60000, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Expiry, ExpiredMemberHeartbeatIsUnknownAndRejoinRaisesEpoch) {
+  Steady t;
+  const int64_t epoch = t.a.epoch;
+  for (int i = 0; i < 20; ++i) {  // A silent for 20 s, B keeps heartbeating
+    t.h.Advance(1000);
+    t.Beat(t.b);
+  }
+  auto r = t.h.Heartbeat(t.a.Request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnknownMemberId);
+  t.a.Forget();
+  auto j = Ok(t.h.Heartbeat(t.a.Request()));
+  EXPECT_EQ(j.member_epoch, epoch + 1) << "K5: epoch raised on rejoin after expiry";
+}
+
+// ── Idempotent retries (I1, I2) ──
+
+struct RetryCase {
+  const char* name;
+  std::function<HeartbeatRequest(Steady&)> make;
+};
+
+class RetryTable : public ::testing::TestWithParam<RetryCase> {};
+
+TEST_P(RetryTable, RepeatedRequestGetsSameAnswerAndWritesNothing) {
+  Steady t;
+  const HeartbeatRequest req = GetParam().make(t);
+  auto first = t.h.Heartbeat(req);
+  const int writes = t.h.writes();
+  const auto version = t.h.meta().version;
+  auto second = t.h.Heartbeat(req);
+  ASSERT_EQ(first.ok(), second.ok());
+  if (first.ok()) {
+    EXPECT_EQ(*first, *second);
+  } else {
+    EXPECT_EQ(first.error().code, second.error().code);
+  }
+  EXPECT_EQ(t.h.writes(), writes);
+  EXPECT_EQ(t.h.meta().version, version);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    I1, RetryTable,
+    ::testing::Values(
+        RetryCase{"SteadyHeartbeat", [](Steady& t) { return t.a.Request(); }},
+        RetryCase{"Join", [](Steady&) { return FakeMember{"C"}.Request(); }},
+        RetryCase{"DuplicateRevokedForReleasedShard",
+                  [](Steady& t) {
+                    auto r = t.a.Request();
+                    r.revoking_shards = {{3, RevokeState::kRevoked}};
+                    return r;
+                  }},
+        RetryCase{"ClaimOfAnotherMembersShard",
+                  [](Steady& t) {
+                    auto r = t.a.Request();
+                    r.owned_shards = {0, 1, 2};
+                    return r;
+                  }},
+        RetryCase{"Leave",
+                  [](Steady& t) {
+                    auto r = t.a.Request();
+                    r.member_epoch = -1;
+                    r.owned_shards.clear();
+                    r.revoking_shards = {{0, RevokeState::kRevoked}, {1, RevokeState::kRevoked}};
+                    return r;
+                  }},
+        RetryCase{"UnknownMember",
+                  [](Steady&) {
+                    FakeMember g{"ghost"};
+                    g.epoch = 4;
+                    return g.Request();
+                  }}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Idempotence, ClaimOutsideRoundIsAnsweredWithRevokeButNotRecorded) {
+  Steady t;
+  auto r = t.a.Request();
+  r.owned_shards = {0, 1, 2};
+  auto resp = Ok(t.h.Heartbeat(r));
+  EXPECT_EQ(resp.status, S::kDrain);
+  EXPECT_EQ(resp.revoke_shards, V({2})) << "K4";
+  EXPECT_EQ(t.h.meta().shards[2].owner, "B");
+}
+
+}  // namespace
+}  // namespace rsc::testing
