@@ -518,6 +518,13 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
       Settle(w);
       return CommitHeartbeat(stored, std::move(w), env, plan);
     }
+    if (req.leave_epoch > 0 && req.leave_epoch < mem->epoch.value()) {  // K5 on leave too
+      Settle(w);
+      plan.error = MakeError(ErrorCode::kFencedMemberEpoch,
+                             fmt::format("leave with memberEpoch {} is fenced (current {})",
+                                         req.leave_epoch, mem->epoch.value()));
+      return CommitHeartbeat(stored, std::move(w), env, plan);
+    }
     // Mark it leaving and move its targets away first, so the REVOKED reports it sends
     // with the leave release its shards in this same write.
     const bool fenced = mem->fenced;

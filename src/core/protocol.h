@@ -29,6 +29,9 @@ struct HeartbeatRequest {
   std::string lineage;           // token that came with it
   std::vector<int32_t> owned_shards;
   std::vector<RevokingReport> revoking_shards;
+  // For a leave (member_epoch -1) sent to /leave: the epoch the member says it holds, so
+  // a zombie's leave is fenced like its heartbeats (K5). 0 = not given, not checked.
+  int64_t leave_epoch = 0;
   bool operator==(const HeartbeatRequest&) const = default;
 };
 

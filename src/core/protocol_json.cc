@@ -536,6 +536,7 @@ Result<LeaveRequest> ParseLeaveRequest(std::string_view body) {
     ReadHeartbeatFields(r, doc->get_object(), req.heartbeat, &req.member_epoch);
     if (!r.ok()) return r.error();
     req.heartbeat.member_epoch = -1;
+    req.heartbeat.leave_epoch = req.member_epoch > 0 ? req.member_epoch : 0;
     return req;
   });
 }

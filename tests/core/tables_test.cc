@@ -259,3 +259,29 @@ TEST(Idempotence, ClaimOutsideRoundIsAnsweredWithRevokeButNotRecorded) {
 
 }  // namespace
 }  // namespace rsc::testing
+
+namespace rsc::testing {
+namespace {
+
+// Regression (found in review): a leave carrying a stale epoch is fenced like a heartbeat.
+TEST(Leave, StaleEpochLeaveIsFencedCurrentEpochLeaveDrainsThenLeaves) {
+  Steady t;
+  t.h.Apply(DecideFence(t.h.meta(), t.h.Live(), MemberId("A"), t.h.NextEnv()));
+  t.a.Forget();
+  t.Beat(t.a);  // rejoined with a higher epoch
+  HeartbeatRequest zombie = t.a.Request();
+  zombie.member_epoch = -1;
+  zombie.leave_epoch = 1;
+  auto r = t.h.Heartbeat(zombie);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kFencedMemberEpoch);
+  EXPECT_FALSE(t.h.meta().FindMember(MemberId("A"))->leaving);
+  HeartbeatRequest leave = t.a.Request();
+  leave.member_epoch = -1;
+  leave.leave_epoch = t.a.epoch;
+  auto ok = Ok(t.h.Heartbeat(leave));
+  EXPECT_TRUE(t.h.meta().FindMember(MemberId("A")) == nullptr || ok.status == S::kDrain);
+}
+
+}  // namespace
+}  // namespace rsc::testing
