@@ -1,0 +1,220 @@
+#include "sim/memory_store.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "core/codec.h"
+
+namespace rsc::sim {
+
+namespace {
+
+std::optional<int64_t> ParseInt(const std::string& s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string MetaKeyName(const GroupKey& key) {
+  return "redis-stream:coord:{" + key.Tag() + "}:metadata";
+}
+
+}  // namespace
+
+Status MemoryStore::CheckUp() const {
+  if (!available_) return MakeError(ErrorCode::kRedisUnavailable, "redis unavailable (simulated)");
+  return OkStatus();
+}
+
+void MemoryStore::SetField(const GroupKey& key, const std::string& field,
+                           const std::string& value) {
+  data_.hashes[key.Tag()].fields[field] = value;
+}
+
+void MemoryStore::DeleteHash(const GroupKey& key) { data_.hashes.erase(key.Tag()); }
+
+Result<StoredGroup> MemoryStore::Load(const GroupKey& key, TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  const std::string tag = key.Tag();
+  auto it = data_.hashes.find(tag);
+  if (it == data_.hashes.end()) {
+    if (data_.index.count(tag)) {
+      return MakeError(
+          ErrorCode::kMetadataMissing,
+          fmt::format("metadata key {} is missing but group {} is indexed", MetaKeyName(key), tag));
+    }
+    return MakeError(ErrorCode::kGroupNotFound, fmt::format("group {} does not exist", tag));
+  }
+  const auto& f = it->second.fields;
+  auto field = [&](const char* name) -> std::optional<std::string> {
+    auto fi = f.find(name);
+    return fi == f.end() ? std::nullopt : std::optional<std::string>(fi->second);
+  };
+  auto unreadable = [&](const std::string& what) {
+    return MakeError(ErrorCode::kMetadataUnreadable,
+                     fmt::format("metadata of group {} is unreadable: {}", tag, what));
+  };
+  const auto schema = field("schemaVersion");
+  const auto layout = field("layoutVersion");
+  if (!schema || ParseInt(*schema) != kSchemaVersion) {
+    return unreadable(fmt::format("schemaVersion {} is not supported", schema.value_or("missing")));
+  }
+  if (!layout || ParseInt(*layout) != kLayoutVersion) {
+    return unreadable(fmt::format("layoutVersion {} is not supported", layout.value_or("missing")));
+  }
+  const auto rev_s = field("revision");
+  if (!rev_s) return unreadable("field 'revision' is missing");
+  const auto rev = ParseInt(*rev_s);
+  if (!rev || *rev < 1) return unreadable("field 'revision' is not a positive integer");
+  const auto agg = field("aggregate");
+  if (!agg) return unreadable("field 'aggregate' is missing");
+  auto meta = DecodeAggregate(*agg);
+  if (!meta.ok()) return unreadable("aggregate: " + meta.error().message);
+  if (meta->key != key) return unreadable("aggregate names another group");
+  StoredGroup g;
+  g.revision = StoreRevision(*rev);
+  g.meta = std::make_shared<const GroupMetadata>(std::move(meta).value());
+  const auto& live = data_.live[tag];
+  if (live.size() != g.meta->members.size()) {
+    g.liveness.deadline_ms = live;  // counts disagree: the whole set (liveness.h)
+    g.liveness.complete = true;
+  } else {
+    for (const auto& [id, dl] : live) {
+      if (dl <= now_ms) g.liveness.deadline_ms[id] = dl;
+    }
+    g.liveness.complete = false;
+  }
+  return g;
+}
+
+Result<CasOutcome> MemoryStore::CompareAndSet(const GroupKey& key, StoreRevision expected,
+                                              const GroupMetadata* next,
+                                              const LivenessUpdate& liveness, TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  const std::string tag = key.Tag();
+  auto it = data_.hashes.find(tag);
+  if (it == data_.hashes.end()) return CasOutcome{false, StoreRevision(-1)};
+  const auto rev = ParseInt(it->second.fields["revision"]);
+  if (!rev) {
+    return MakeError(ErrorCode::kMetadataUnreadable, "revision field is not an integer");
+  }
+  if (*rev != expected.value()) return CasOutcome{false, StoreRevision(*rev)};
+  int64_t new_rev = *rev;
+  if (next != nullptr) {
+    new_rev = *rev + 1;
+    auto& f = it->second.fields;
+    f["aggregate"] = EncodeAggregate(*next);
+    f["revision"] = std::to_string(new_rev);
+    f["schemaVersion"] = std::to_string(kSchemaVersion);
+    f["layoutVersion"] = std::to_string(kLayoutVersion);
+    f["updatedAt"] = std::to_string(now_ms);
+    f["writeToken"] = tokens_.NewToken();
+  }
+  auto& live = data_.live[tag];
+  for (const auto& [id, dl] : liveness.set) live[id] = dl;
+  for (const auto& id : liveness.remove) live.erase(id);
+  return CasOutcome{true, StoreRevision(new_rev)};
+}
+
+Result<StoreRevision> MemoryStore::Create(const GroupMetadata& meta, TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  const std::string tag = meta.key.Tag();
+  data_.index.insert(tag);  // index first, as the Redis store does
+  if (data_.hashes.count(tag)) {
+    return MakeError(ErrorCode::kGroupExists, fmt::format("group {} already exists", tag));
+  }
+  data_.live.erase(tag);
+  auto& f = data_.hashes[tag].fields;
+  f = {{"aggregate", EncodeAggregate(meta)},
+       {"revision", "1"},
+       {"schemaVersion", std::to_string(kSchemaVersion)},
+       {"layoutVersion", std::to_string(kLayoutVersion)},
+       {"updatedAt", std::to_string(now_ms)},
+       {"writeToken", tokens_.NewToken()}};
+  return StoreRevision(1);
+}
+
+Result<StoreRevision> MemoryStore::Restore(const GroupMetadata& meta, TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  const std::string tag = meta.key.Tag();
+  data_.index.insert(tag);
+  int64_t rev = 0;
+  if (auto it = data_.hashes.find(tag); it != data_.hashes.end()) {
+    rev = std::max<int64_t>(0, ParseInt(it->second.fields["revision"]).value_or(0));
+  }
+  ++rev;
+  data_.live.erase(tag);
+  auto& f = data_.hashes[tag].fields;
+  f = {{"aggregate", EncodeAggregate(meta)},
+       {"revision", std::to_string(rev)},
+       {"schemaVersion", std::to_string(kSchemaVersion)},
+       {"layoutVersion", std::to_string(kLayoutVersion)},
+       {"updatedAt", std::to_string(now_ms)},
+       {"writeToken", tokens_.NewToken()}};
+  return StoreRevision(rev);
+}
+
+Status MemoryStore::Delete(const GroupKey& key, StoreRevision expected) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  const std::string tag = key.Tag();
+  auto it = data_.hashes.find(tag);
+  if (it == data_.hashes.end()) {
+    if (data_.index.count(tag)) {
+      return MakeError(
+          ErrorCode::kMetadataMissing,
+          fmt::format("metadata key {} is missing but group {} is indexed", MetaKeyName(key), tag));
+    }
+    return MakeError(ErrorCode::kGroupNotFound, fmt::format("group {} does not exist", tag));
+  }
+  const auto rev = ParseInt(it->second.fields["revision"]);
+  if (!rev || *rev != expected.value()) {
+    return MakeError(ErrorCode::kRevisionConflict,
+                     fmt::format("group {} is at revision {}, not the expected {}", tag,
+                                 rev.value_or(-1), expected.value()));
+  }
+  data_.hashes.erase(it);
+  data_.live.erase(tag);
+  data_.index.erase(tag);
+  return OkStatus();
+}
+
+Result<std::vector<GroupKey>> MemoryStore::ListGroups() {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  std::vector<GroupKey> out;
+  for (const std::string& tag : data_.index) {
+    const auto colon = tag.rfind(':');
+    out.push_back(GroupKey{tag.substr(0, colon), tag.substr(colon + 1)});
+  }
+  return out;
+}
+
+Result<Liveness> MemoryStore::LoadAllLiveness(const GroupKey& key) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  Liveness l;
+  l.deadline_ms = data_.live[key.Tag()];
+  l.complete = true;
+  return l;
+}
+
+Result<std::optional<std::string>> MemoryStore::Lock(const GroupKey& key,
+                                                     std::chrono::milliseconds ttl,
+                                                     std::chrono::milliseconds) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  const TimeMs now = clock_.NowMs();
+  auto it = locks_.find(key.Tag());
+  if (it != locks_.end() && it->second.expires_ms > now) return std::optional<std::string>();
+  std::string token = tokens_.NewToken();
+  locks_[key.Tag()] = LockState{token, now + std::max<int64_t>(1, ttl.count())};
+  return std::optional<std::string>(token);
+}
+
+Status MemoryStore::Unlock(const GroupKey& key, const std::string& token) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  auto it = locks_.find(key.Tag());
+  if (it != locks_.end() && it->second.token == token) locks_.erase(it);
+  return OkStatus();
+}
+
+}  // namespace rsc::sim

@@ -1,0 +1,74 @@
+#pragma once
+// MemoryStore: an in-memory MetadataStore with Redis's semantics, for the deterministic
+// simulator and fast service tests. It keeps the hash fields as raw strings (so tests can
+// corrupt them exactly as an operator could), the liveness sorted set, the index set and
+// the mutex with a TTL on an injected clock. The contract suite
+// (tests/sim/contract_test.cc) runs the same operation scripts against this and a real
+// redis-server and requires identical results: a fake that drifts from Redis fails it.
+//
+// Differences by design: Lock never waits (single-threaded simulation: a busy mutex is a
+// nullopt at once); no parse cache (every Load decodes). Not thread-safe.
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "core/clock.h"
+#include "core/store.h"
+
+namespace rsc::sim {
+
+class MemoryStore : public MetadataStore {
+ public:
+  // `clock` drives mutex expiry; `tokens` makes mutex tokens (deterministic in the sim).
+  MemoryStore(Clock& clock, TokenSource& tokens) : clock_(clock), tokens_(tokens) {}
+
+  Result<StoredGroup> Load(const GroupKey& key, TimeMs now_ms) override;
+  Result<CasOutcome> CompareAndSet(const GroupKey& key, StoreRevision expected,
+                                   const GroupMetadata* next, const LivenessUpdate& liveness,
+                                   TimeMs now_ms) override;
+  Result<StoreRevision> Create(const GroupMetadata& meta, TimeMs now_ms) override;
+  Result<StoreRevision> Restore(const GroupMetadata& meta, TimeMs now_ms) override;
+  Status Delete(const GroupKey& key, StoreRevision expected) override;
+  Result<std::vector<GroupKey>> ListGroups() override;
+  Result<Liveness> LoadAllLiveness(const GroupKey& key) override;
+  Result<std::optional<std::string>> Lock(const GroupKey& key, std::chrono::milliseconds ttl,
+                                          std::chrono::milliseconds wait) override;
+  Status Unlock(const GroupKey& key, const std::string& token) override;
+
+  // ── Fault injection (what an operator, a failover or a restore can do to Redis) ──
+  struct Hash {
+    std::map<std::string, std::string> fields;  // aggregate, revision, schemaVersion, …
+  };
+  struct Data {
+    std::map<std::string, Hash> hashes;                         // by group tag
+    std::map<std::string, std::map<std::string, TimeMs>> live;  // by group tag
+    std::set<std::string> index;                                // "P:G"
+  };
+  // The whole dataset (a snapshot to roll back to, or to inspect).
+  const Data& data() const { return data_; }
+  void ReplaceData(Data d) { data_ = std::move(d); }
+  // HSET-like raw edit / DEL of the metadata hash.
+  void SetField(const GroupKey& key, const std::string& field, const std::string& value);
+  void DeleteHash(const GroupKey& key);
+  // The mutex key vanishes (expiry under a paused process, failover, FLUSH).
+  void DropLock(const GroupKey& key) { locks_.erase(key.Tag()); }
+  // When false, every call fails with REDIS_UNAVAILABLE (Redis down or partitioned).
+  void SetAvailable(bool up) { available_ = up; }
+
+ private:
+  Status CheckUp() const;
+
+  Clock& clock_;
+  TokenSource& tokens_;
+  Data data_;
+  struct LockState {
+    std::string token;
+    TimeMs expires_ms;
+  };
+  std::map<std::string, LockState> locks_;
+  bool available_ = true;
+};
+
+}  // namespace rsc::sim

@@ -1,0 +1,252 @@
+// Contract suite (ENGINEERING §1): the same operation scripts run against the in-memory
+// MemoryStore used by the simulator and against RedisStore on a real redis-server, and
+// must produce identical traces. A fake that drifts from Redis fails here.
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/codec.h"
+#include "core/decide.h"
+#include "redis/redis_store.h"
+#include "redis/redis_url.h"
+#include "sim/memory_store.h"
+#include "support/redis_process.h"
+
+namespace rsc::testing {
+namespace {
+
+constexpr TimeMs kNow = 1'900'000'000'000;
+
+class FixedClock : public Clock {
+ public:
+  TimeMs NowMs() override { return kNow; }
+};
+class CountingTokens : public TokenSource {
+ public:
+  std::string NewToken() override { return fmt::format("tok{:08d}", ++n_); }
+  int n_ = 0;
+};
+
+// What a script can do besides calling the store: the raw edits an operator, a failover
+// or a restore can make to the keys.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual MetadataStore& store() = 0;
+  virtual void RawSetField(const GroupKey& k, const std::string& f, const std::string& v) = 0;
+  virtual void RawDeleteHash(const GroupKey& k) = 0;
+};
+
+class MemoryBackend : public Backend {
+ public:
+  MemoryBackend() : store_(clock_, tokens_) {}
+  MetadataStore& store() override { return store_; }
+  void RawSetField(const GroupKey& k, const std::string& f, const std::string& v) override {
+    store_.SetField(k, f, v);
+  }
+  void RawDeleteHash(const GroupKey& k) override { store_.DeleteHash(k); }
+
+ private:
+  FixedClock clock_;
+  CountingTokens tokens_;
+  sim::MemoryStore store_;
+};
+
+class RedisBackend : public Backend {
+ public:
+  explicit RedisBackend(RedisProcess& redis) : redis_(redis) {
+    auto url = redis::ParseRedisUrl(redis.Url());
+    auto s = redis::RedisStore::Open(*url, {});
+    EXPECT_TRUE(s.ok());
+    store_ = std::move(s).value();
+  }
+  MetadataStore& store() override { return *store_; }
+  void RawSetField(const GroupKey& k, const std::string& f, const std::string& v) override {
+    redis_.Cli()->Run({"HSET", "redis-stream:coord:{" + k.Tag() + "}:metadata", f, v});
+  }
+  void RawDeleteHash(const GroupKey& k) override {
+    redis_.Cli()->Run({"DEL", "redis-stream:coord:{" + k.Tag() + "}:metadata"});
+  }
+
+ private:
+  RedisProcess& redis_;
+  std::unique_ptr<redis::RedisStore> store_;
+};
+
+const GroupKey kKey{"orders", "billing"};
+
+GroupMetadata Meta(int members) {
+  auto m = DecideCreate(CreateGroupRequest{"orders", "billing", 4, {}}, Env{kNow, "l1"}).value();
+  m.updated_ms = kNow;
+  for (int i = 0; i < members; ++i) {
+    Member mem;
+    mem.id = MemberId("m" + std::to_string(i));
+    mem.joined_ms = kNow;
+    m.members.push_back(mem);
+  }
+  return m;
+}
+
+GroupMetadata Bumped(GroupMetadata m) {
+  m.version = MetadataVersion(m.version.value() + 1);
+  m.lineage = "l" + std::to_string(m.version.value());
+  m.lineage_history.push_back({m.version, m.lineage});
+  return m;
+}
+
+// Results are traced as text without volatile parts (tokens, messages).
+std::string Trace(const Result<StoredGroup>& r) {
+  if (!r.ok()) return fmt::format("load {}", ErrorCodeName(r.error().code));
+  std::string live;
+  for (const auto& [id, dl] : r->liveness.deadline_ms) live += fmt::format("{}={} ", id, dl - kNow);
+  return fmt::format("load rev={} v={} members={} complete={} live=[{}]", r->revision.value(),
+                     r->meta->version.value(), r->meta->members.size(), r->liveness.complete, live);
+}
+std::string Trace(const Result<CasOutcome>& r) {
+  if (!r.ok()) return fmt::format("cas {}", ErrorCodeName(r.error().code));
+  return fmt::format("cas applied={} rev={}", r->applied, r->revision.value());
+}
+std::string Trace(const Result<StoreRevision>& r) {
+  if (!r.ok()) return fmt::format("rev {}", ErrorCodeName(r.error().code));
+  return fmt::format("rev {}", r->value());
+}
+std::string Trace(const Status& s) {
+  return s.ok() ? "ok" : std::string(ErrorCodeName(s.error().code));
+}
+
+using Script = std::function<std::vector<std::string>(Backend&)>;
+
+struct NamedScript {
+  const char* name;
+  Script run;
+};
+
+const std::vector<NamedScript>& Scripts() {
+  static const std::vector<NamedScript> scripts = {
+      {"CreateLoadCasConflict",
+       [](Backend& b) {
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         t.push_back(Trace(s.Create(Meta(0), kNow)));
+         t.push_back(Trace(s.Create(Meta(0), kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         GroupMetadata next = Bumped(Meta(0));
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), &next, {}, kNow)));
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), &next, {}, kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         return t;
+       }},
+      {"LivenessDueAndComplete",
+       [](Backend& b) {
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Create(Meta(2), kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));  // no liveness at all: complete
+         LivenessUpdate u;
+         u.set = {{"m0", kNow - 5}, {"m1", kNow + 5000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, u, kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));  // counts agree: only due entries
+         LivenessUpdate rm;
+         rm.remove = {"m1"};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, rm, kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));  // counts disagree: everything
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(9), nullptr, u, kNow)));
+         auto all = s.LoadAllLiveness(kKey);
+         t.push_back(fmt::format("all={}", all.ok() ? all->deadline_ms.size() : 99));
+         return t;
+       }},
+      {"KeyLossFailsClosedNeverRecreated",
+       [](Backend& b) {
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Create(Meta(1), kNow)));
+         b.RawDeleteHash(kKey);
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         GroupMetadata next = Bumped(Meta(1));
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), &next, {}, kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         t.push_back(Trace(s.Delete(kKey, StoreRevision(1))));
+         auto groups = s.ListGroups();
+         t.push_back(fmt::format("groups={}", groups.ok() ? groups->size() : 99));
+         return t;
+       }},
+      {"CorruptionIsUnreadable",
+       [](Backend& b) {
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Create(Meta(0), kNow)));
+         b.RawSetField(kKey, "schemaVersion", "99");
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         b.RawSetField(kKey, "schemaVersion", "1");
+         b.RawSetField(kKey, "layoutVersion", "7");
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         b.RawSetField(kKey, "layoutVersion", "1");
+         b.RawSetField(kKey, "aggregate", "{not json");
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         b.RawSetField(kKey, "aggregate", EncodeAggregate(Meta(0)));
+         b.RawSetField(kKey, "revision", "abc");
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         return t;
+       }},
+      {"DeleteAndRestoreRevisions",
+       [](Backend& b) {
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Create(Meta(1), kNow)));
+         t.push_back(Trace(s.Delete(kKey, StoreRevision(7))));
+         t.push_back(Trace(s.Restore(Bumped(Meta(1)), kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         t.push_back(Trace(s.Delete(kKey, StoreRevision(2))));
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         t.push_back(Trace(s.Delete(kKey, StoreRevision(2))));
+         t.push_back(Trace(s.Restore(Meta(1), kNow)));
+         return t;
+       }},
+      {"MutexIsExclusive",
+       [](Backend& b) {
+         std::vector<std::string> t;
+         auto& s = b.store();
+         using std::chrono::milliseconds;
+         auto a = s.Lock(kKey, milliseconds(60000), milliseconds(0));
+         t.push_back(fmt::format("lock1={}", a.ok() && a->has_value()));
+         auto c = s.Lock(kKey, milliseconds(60000), milliseconds(0));
+         t.push_back(fmt::format("lock2={}", c.ok() && c->has_value()));
+         t.push_back(Trace(s.Unlock(kKey, "someone-else")));
+         auto d = s.Lock(kKey, milliseconds(60000), milliseconds(0));
+         t.push_back(fmt::format("lock3={}", d.ok() && d->has_value()));
+         if (a.ok() && a->has_value()) t.push_back(Trace(s.Unlock(kKey, **a)));
+         auto e = s.Lock(kKey, milliseconds(60000), milliseconds(0));
+         t.push_back(fmt::format("lock4={}", e.ok() && e->has_value()));
+         return t;
+       }},
+  };
+  return scripts;
+}
+
+class Contract : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(Contract, MemoryStoreMatchesRealRedis) {
+  const NamedScript& script = Scripts()[GetParam()];
+  RedisProcess redis;
+  ASSERT_TRUE(redis.Start());
+  RedisBackend real(redis);
+  MemoryBackend fake;
+  const auto want = script.run(real);
+  const auto got = script.run(fake);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << script.name << " step " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 6),
+                         [](const auto& info) { return std::string(Scripts()[info.param].name); });
+
+}  // namespace
+}  // namespace rsc::testing
