@@ -1,0 +1,159 @@
+#pragma once
+// rsc::Producer: publishes keyed messages to a sharded Redis Stream managed by an
+// rsc-coordinator (SPEC §5). Each message goes to the shard its key hashes to
+// ("jump-xxh64", rsc/routing.h) with XADD on that shard's stream key, which the coordinator
+// publishes in its routing metadata (R2.5: clients never compute stream keys).
+//
+// Routing cache and lease (SPEC PR1–PR5): a background thread refreshes the routing every
+// `refreshIntervalMs` (and at once when a publish finds it stale). The cache stays usable
+// for `routingLeaseMs` counted from the send time of the last successful refresh; when that
+// lease ends without a successful refresh (coordinator outage, group deleted), every publish
+// fails closed with ProducerErrorCode::kRoutingExpired and a message naming when the lease
+// ended and the last refresh error, until a refresh succeeds again.
+//
+// Coordinator endpoints are tried in order: on a connection failure or a 503 the refresh
+// moves on to the next endpoint (at once for COORDINATOR_TERMINATING, after a short
+// jittered backoff otherwise); a round that fails on every endpoint is retried with
+// exponential backoff, never less often than the refresh interval (SPEC C6, PR4).
+//
+// Thread safety: all methods may be called from any thread. Publishes share one Redis
+// connection and are serialized on it (use PublishBatch for throughput). Close() (or the
+// destructor) stops the background thread; publishes after it fail with kClosed.
+//
+// Delivery: a successful Publish returns the entry id Redis assigned. kUnknownResult means
+// the XADD was sent but no reply arrived: the entry may or may not exist (at-least-once
+// producers retry; consumers see a duplicate then).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "rsc/version_store.h"
+
+namespace rsc {
+
+// One code per distinct caller reaction.
+enum class ProducerErrorCode {
+  kInvalidArgument,   // fix the call or the options; never retried as-is
+  kNoRouting,         // no routing fetched yet (coordinator unreachable since start, group
+                      // missing): retry later
+  kRoutingExpired,    // PR5: routing lease ended without a refresh: fail closed, retry later
+  kStaleRouting,      // PR2: the cached routing cannot route this key; a refresh is under
+                      // way: retry shortly
+  kRedisError,        // Redis answered the XADD with an error: not written
+  kRedisUnavailable,  // no Redis connection: not written
+  kUnknownResult,     // XADD sent, no reply (timeout, connection lost): may be written
+  kClosed,            // Close() was called
+};
+std::string_view ProducerErrorCodeName(ProducerErrorCode code);
+
+struct ProducerError {
+  ProducerErrorCode code;
+  std::string message;
+};
+
+// A value or a ProducerError.
+template <class T>
+class [[nodiscard]] ProducerResult {
+ public:
+  ProducerResult(T value) : v_(std::move(value)) {}              // NOLINT: implicit by design
+  ProducerResult(ProducerError error) : v_(std::move(error)) {}  // NOLINT
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  // Precondition: ok() (value) / !ok() (error); std::bad_variant_access otherwise.
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  const ProducerError& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, ProducerError> v_;
+};
+
+// Field/value pairs of one stream entry, in order. At least one pair.
+using StreamFields = std::vector<std::pair<std::string, std::string>>;
+
+struct ProducerMessage {
+  std::string key;  // routing key (hashed as bytes)
+  StreamFields fields;
+};
+
+struct ProducerOptions {
+  // rsc-coordinator endpoints, "host:port" or "http://host:port"; tried in order.
+  std::vector<std::string> coordinator_endpoints;
+  std::string stream;  // stream prefix P
+  std::string group;   // consumer group G whose routing metadata is used
+  // redis://[user[:password]@]host[:port][/db] of the Redis holding the shard streams.
+  std::string redis_url;
+  // Optional: keeps the highest observed metadata version across restarts (SPEC C5/M8).
+  std::shared_ptr<VersionStore> version_store;
+
+  std::chrono::milliseconds http_timeout{2000};   // one routing request
+  std::chrono::milliseconds redis_timeout{2000};  // connect and each reply
+  // Publishes made before the first routing arrived wait this long for it.
+  std::chrono::milliseconds first_routing_wait{5000};
+  // Backoff between failed refresh rounds (doubles up to max; also capped by the
+  // refresh interval so a lease is not lost to a long backoff).
+  std::chrono::milliseconds retry_initial{100};
+  std::chrono::milliseconds retry_max{5000};
+  // Pause before trying the next endpoint after a connection error or a retryable 503.
+  std::chrono::milliseconds endpoint_backoff{20};
+};
+
+// SPEC §11 producer signals, plus publish counters.
+struct ProducerMetrics {
+  bool has_routing = false;
+  int64_t metadata_version = 0;  // of the routing cache
+  int32_t shard_count = 0;
+  int64_t routing_cache_age_ms = 0;  // since the send time of the last successful refresh
+  int64_t lease_remaining_ms = 0;    // 0 once expired (publishes fail closed)
+  int64_t refresh_failures = 0;
+  int64_t consecutive_refresh_failures = 0;
+  int64_t refreshes_ok = 0;
+  int64_t sync_adoptions = 0;
+  int64_t publishes_ok = 0;
+  int64_t publishes_failed = 0;
+  int64_t publishes_refused_expired = 0;  // PR5 refusals
+  std::string last_refresh_error;
+  std::string current_endpoint;
+};
+
+class Producer {
+ public:
+  // Validates the options, loads the version store, and starts the refresh thread. Does
+  // not wait for the coordinator or Redis (publishes do, see first_routing_wait).
+  static ProducerResult<std::unique_ptr<Producer>> Create(ProducerOptions options);
+
+  ~Producer();  // Close()
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // XADD <shard stream> * field value ... on the shard of `key`. Returns the entry id.
+  ProducerResult<std::string> Publish(std::string_view key, const StreamFields& fields);
+  // Publishes many messages, pipelining the XADDs of each shard (one round trip per shard
+  // batch). Results are in the order of `messages`; messages of one key keep their order.
+  // All messages are routed with the same routing snapshot at the start of the call.
+  std::vector<ProducerResult<std::string>> PublishBatch(
+      const std::vector<ProducerMessage>& messages);
+
+  // Waits until a routing is cached (true) or `timeout` passes (false).
+  bool WaitForRouting(std::chrono::milliseconds timeout);
+  ProducerMetrics Metrics() const;
+
+  // Stops the refresh thread and closes connections. Idempotent. May wait up to
+  // http_timeout for a routing request in flight.
+  void Close();
+
+  class Impl;
+
+ private:
+  explicit Producer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rsc

@@ -1,0 +1,64 @@
+#pragma once
+// HttpTransport: a small blocking HTTP/1.1 keep-alive client for talking to one
+// rsc-coordinator endpoint (routing refreshes, heartbeats). Plain sockets, no Beast, so the
+// client library stays light. Every call is bounded by `timeout` (connect, and the whole
+// exchange). It speaks only what the coordinator sends: Content-Length or chunked bodies.
+//
+// A reused keep-alive connection that turns out to be closed before any response byte
+// arrived is retried once on a fresh connection (the server closes idle connections after
+// 120 s; docs/protocol.md §11). Requests are therefore expected to be idempotent or safe to
+// repeat (routing GETs and heartbeats are, SPEC §6).
+//
+// Thread safety: none; one HttpTransport per thread (the runtimes use theirs from their
+// background thread only).
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rsc::client {
+
+struct HttpEndpoint {
+  std::string host;
+  int port = 0;
+  std::string ToString() const;
+};
+
+// Accepts "host:port", "http://host:port" (a trailing "/" is ignored) and "[v6]:port".
+// nullopt (and *error) for anything else; https is refused (not implemented).
+std::optional<HttpEndpoint> ParseHttpEndpoint(std::string_view text, std::string* error);
+
+struct HttpReply {
+  int status = 0;     // 0: transport failure (see `error`)
+  std::string error;  // transport failure text
+  bool sent = false;  // the request left this process (a failure may be an unknown result)
+  std::string body;
+};
+
+class HttpTransport {
+ public:
+  HttpTransport(HttpEndpoint endpoint, std::chrono::milliseconds timeout);
+  ~HttpTransport();
+  HttpTransport(const HttpTransport&) = delete;
+  HttpTransport& operator=(const HttpTransport&) = delete;
+
+  HttpReply Request(std::string_view method, std::string_view target, std::string_view body);
+  void Close();
+  const HttpEndpoint& endpoint() const { return endpoint_; }
+
+ private:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  bool Connect(SteadyTime deadline, std::string* error);
+  bool SendAll(std::string_view data, SteadyTime deadline, std::string* error);
+  bool Fill(SteadyTime deadline, std::string* error);
+  bool ReadResponse(HttpReply* out, bool* got_bytes, bool* keep_alive, SteadyTime deadline);
+
+  HttpEndpoint endpoint_;
+  std::chrono::milliseconds timeout_;
+  int fd_ = -1;
+  bool reused_ = false;
+  std::string buf_;
+};
+
+}  // namespace rsc::client

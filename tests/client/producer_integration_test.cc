@@ -1,0 +1,201 @@
+// rsc::Producer against a real redis-server and a real rsc-coordinator (ENGINEERING §5
+// level 2). Run inside scripts/netns.sh (the host loopback is throttled).
+//
+// - every published key lands on the shard stream jump-xxh64 names, in publish order;
+// - the first of two coordinator endpoints is dead: refreshes move on to the next (C6);
+// - the version store records the observed version;
+// - a coordinator killed past the routing lease makes publishes fail closed (PR5,
+//   SPEC §10.1 scenario 10) with an error naming the lease end and the refresh error.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rsc/producer.h"
+#include "rsc/routing.h"
+#include "rsc/version_store.h"
+#include "support/coordinator_process.h"
+#include "support/http_client.h"
+#include "support/redis_cli.h"
+#include "support/redis_process.h"
+#include "support/wait.h"
+
+namespace rsc {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using rsc::testing::CliReply;
+using rsc::testing::CoordinatorOptions;
+using rsc::testing::CoordinatorProcess;
+using rsc::testing::HttpClient;
+using rsc::testing::HttpResult;
+using rsc::testing::RedisProcess;
+using rsc::testing::WaitFor;
+
+constexpr int kShards = 4;
+constexpr int64_t kRoutingLeaseMs = 1500;
+constexpr int64_t kRoutingRefreshMs = 300;
+
+std::string Field(const CliReply& fields, const std::string& name) {
+  for (size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
+    if (fields.elements[i].str == name) return fields.elements[i + 1].str;
+  }
+  return "";
+}
+
+TEST(ProducerIntegration, PublishesToRoutedShardsAndFailsClosedAfterCoordinatorDies) {
+  RedisProcess redis;
+  ASSERT_TRUE(redis.Start());
+  CoordinatorProcess coordinator(CoordinatorOptions{.redis_url = redis.Url()});
+  ASSERT_TRUE(coordinator.Start());
+  HttpClient http(coordinator.Port());
+  json::object config{{"heartbeatIntervalMs", 500},        {"memberLeaseMs", 3000},
+                      {"assignmentLeaseMs", 2000},         {"rebalanceTimeoutMs", 3000},
+                      {"routingLeaseMs", kRoutingLeaseMs}, {"routingRefreshMs", kRoutingRefreshMs}};
+  HttpResult created = http.Post("/v1/groups", json::value(json::object{{"stream", "orders"},
+                                                                        {"group", "billing"},
+                                                                        {"shardCount", kShards},
+                                                                        {"config", config}}));
+  ASSERT_EQ(created.status, 201) << created.Describe();
+
+  char tmpl[] = "/tmp/rsc-producer-it-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto store = std::make_shared<FileVersionStore>(dir + "/versions");
+
+  ProducerOptions options;
+  // The first endpoint refuses connections (port 1): refreshes must move on to the second.
+  options.coordinator_endpoints = {"127.0.0.1:1",
+                                   "http://127.0.0.1:" + std::to_string(coordinator.Port())};
+  options.stream = "orders";
+  options.group = "billing";
+  options.redis_url = redis.Url();
+  options.version_store = store;
+  options.http_timeout = 1000ms;
+  ProducerResult<std::unique_ptr<Producer>> created_producer = Producer::Create(options);
+  ASSERT_TRUE(created_producer.ok()) << created_producer.error().message;
+  std::unique_ptr<Producer> producer = std::move(created_producer).value();
+  ASSERT_TRUE(producer->WaitForRouting(10s)) << producer->Metrics().last_refresh_error;
+  EXPECT_EQ(producer->Metrics().shard_count, kShards);
+
+  // Publish N keyed messages one by one, then a batch.
+  constexpr int kSingles = 120;
+  constexpr int kBatch = 200;
+  std::map<std::string, std::vector<int>> sent_per_key;
+  for (int i = 0; i < kSingles; ++i) {
+    const std::string key = "key-" + std::to_string(i % 37);
+    ProducerResult<std::string> id =
+        producer->Publish(key, {{"key", key}, {"seq", std::to_string(i)}});
+    ASSERT_TRUE(id.ok()) << ProducerErrorCodeName(id.error().code) << ": " << id.error().message;
+    EXPECT_NE(id.value().find('-'), std::string::npos) << id.value();
+    sent_per_key[key].push_back(i);
+  }
+  std::vector<ProducerMessage> batch;
+  for (int i = kSingles; i < kSingles + kBatch; ++i) {
+    const std::string key = "key-" + std::to_string(i % 37);
+    batch.push_back({key, {{"key", key}, {"seq", std::to_string(i)}}});
+    sent_per_key[key].push_back(i);
+  }
+  std::vector<ProducerResult<std::string>> ids = producer->PublishBatch(batch);
+  ASSERT_EQ(ids.size(), batch.size());
+  for (const auto& id : ids) ASSERT_TRUE(id.ok()) << id.error().message;
+  EXPECT_FALSE(producer->Publish("k", {}).ok()) << "an entry needs at least one field";
+  // Publishes from several threads at once (Producer is thread-safe).
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 25;
+  std::vector<std::map<std::string, std::vector<int>>> per_thread(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i % 5);
+        const int seq = 10000 * (t + 1) + i;
+        ProducerResult<std::string> id =
+            producer->Publish(key, {{"key", key}, {"seq", std::to_string(seq)}});
+        EXPECT_TRUE(id.ok()) << id.error().message;
+        per_thread[t][key].push_back(seq);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const auto& m : per_thread) sent_per_key.insert(m.begin(), m.end());
+
+  // Verify with XRANGE: every entry sits on the shard the routing hash names, per-key order
+  // is the publish order, and nothing is missing.
+  std::unique_ptr<rsc::testing::RedisCli> cli = redis.Cli();
+  ASSERT_NE(cli, nullptr);
+  std::map<std::string, std::vector<int>> seen_per_key;
+  int total = 0;
+  for (int shard = 0; shard < kShards; ++shard) {
+    const std::string stream = "{orders:" + std::to_string(shard) + "}";
+    CliReply entries = cli->Run({"XRANGE", stream, "-", "+"});
+    ASSERT_EQ(entries.type, CliReply::Type::kArray) << entries.ToString();
+    for (const CliReply& entry : entries.elements) {
+      ASSERT_EQ(entry.elements.size(), 2u);
+      const std::string key = Field(entry.elements[1], "key");
+      EXPECT_EQ(ShardForKey(key, kShards), shard) << key << " on " << stream;
+      seen_per_key[key].push_back(std::stoi(Field(entry.elements[1], "seq")));
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, kSingles + kBatch + kThreads * kPerThread);
+  EXPECT_EQ(seen_per_key, sent_per_key);
+
+  // The version store follows the observed version.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        ObservedVersion v;
+        std::string error;
+        return store->Load("orders", "billing", &v, &error) &&
+               v.metadata_version == producer->Metrics().metadata_version && v.metadata_version > 0;
+      },
+      5s, "version store records the routing's metadataVersion"));
+
+  // Kill the coordinator: publishes work until the lease ends, then fail closed (PR5).
+  coordinator.Kill();
+  const auto killed_at = std::chrono::steady_clock::now();
+  // PR4: the last refresh is at most one interval old, so the lease still has over a second.
+  ProducerResult<std::string> last = producer->Publish("key-1", {{"key", "key-1"}});
+  EXPECT_TRUE(last.ok()) << "PR4: publishes continue inside the lease: " << last.error().message;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        last = producer->Publish("key-1", {{"key", "key-1"}, {"seq", "-1"}});
+        return !last.ok();
+      },
+      std::chrono::milliseconds(kRoutingLeaseMs * 4), "publish fails once the lease ended"));
+  const auto failed_after = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - killed_at);
+  // The lease counts from the last successful refresh's send time, at most one refresh
+  // interval (plus scheduling slack) before the kill.
+  EXPECT_GE(failed_after.count(), kRoutingLeaseMs - kRoutingRefreshMs - 100);
+  EXPECT_EQ(last.error().code, ProducerErrorCode::kRoutingExpired) << last.error().message;
+  EXPECT_NE(last.error().message.find("routing lease expired"), std::string::npos)
+      << last.error().message;
+  EXPECT_NE(last.error().message.find("last refresh error"), std::string::npos)
+      << last.error().message;
+  EXPECT_NE(last.error().message.find("127.0.0.1:" + std::to_string(coordinator.Port())),
+            std::string::npos)
+      << "the error names the endpoint that failed: " << last.error().message;
+  const ProducerMetrics m = producer->Metrics();
+  EXPECT_EQ(m.lease_remaining_ms, 0);
+  EXPECT_GT(m.refresh_failures, 0);
+  EXPECT_GE(m.routing_cache_age_ms, kRoutingLeaseMs);
+  EXPECT_GT(m.publishes_refused_expired, 0);
+
+  producer->Close();
+  ProducerResult<std::string> closed = producer->Publish("k", {{"a", "b"}});
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(closed.error().code, ProducerErrorCode::kClosed);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rsc
