@@ -309,12 +309,20 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   r.assigned_shards = std::move(sh.assigned);
   r.pending_shards = std::move(sh.pending);
   r.revoke_shards = std::move(sh.revoke);
-  for (int32_t s : conflicts) {
-    if (!std::binary_search(r.revoke_shards.begin(), r.revoke_shards.end(), s)) {
-      r.revoke_shards.push_back(s);
+  std::vector<int32_t> extra = conflicts;
+  // Every blocker this member holds is listed too, whether or not this request claims the
+  // shard: after a rollback the blocker can be back while the client has long forgotten
+  // the shard, and only a REVOKED report (C3: sent at once for a shard it does not read)
+  // clears it. Found by the coupled simulation (seed 246426208741818).
+  if (m.round) {
+    for (const Blocker& b : m.round->blockers) {
+      if (b.member == mem.id) extra.push_back(b.shard.value());
     }
   }
+  r.revoke_shards.insert(r.revoke_shards.end(), extra.begin(), extra.end());
   std::sort(r.revoke_shards.begin(), r.revoke_shards.end());
+  r.revoke_shards.erase(std::unique(r.revoke_shards.begin(), r.revoke_shards.end()),
+                        r.revoke_shards.end());
   r.heartbeat_interval_ms = m.config.heartbeat_interval_ms;
   r.assignment_lease_ms = m.config.assignment_lease_ms;
   if (sync) {
