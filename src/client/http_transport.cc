@@ -13,6 +13,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/check.h"
+
 namespace rsc::client {
 namespace {
 
@@ -306,12 +308,18 @@ bool HttpTransport::ReadResponse(HttpReply* out, bool* got_bytes, bool* keep_ali
 }
 
 HttpReply HttpTransport::Request(std::string_view method, std::string_view target,
-                                 std::string_view body) {
+                                 std::string_view body,
+                                 const std::vector<std::pair<std::string, std::string>>& headers) {
   std::string req;
   req.reserve(256 + body.size());
   req.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
   req += "Host: " + endpoint_.ToString() + "\r\n";
   req += "Accept: application/json\r\n";
+  for (const auto& [name, value] : headers) {
+    RSC_CHECK(name.find_first_of("\r\n") == std::string::npos &&
+              value.find_first_of("\r\n") == std::string::npos);
+    req.append(name).append(": ").append(value).append("\r\n");
+  }
   if (!body.empty() || method == "POST" || method == "PATCH" || method == "PUT") {
     req += "Content-Type: application/json\r\n";
     req += "Content-Length: " + std::to_string(body.size()) + "\r\n";

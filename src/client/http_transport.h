@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace rsc::client {
 
@@ -43,7 +45,9 @@ class HttpTransport {
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;
 
-  HttpReply Request(std::string_view method, std::string_view target, std::string_view body);
+  // `headers`: extra request headers (name, value); neither may contain CR or LF.
+  HttpReply Request(std::string_view method, std::string_view target, std::string_view body,
+                    const std::vector<std::pair<std::string, std::string>>& headers = {});
   void Close();
   const HttpEndpoint& endpoint() const { return endpoint_; }
 

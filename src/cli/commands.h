@@ -1,0 +1,50 @@
+#pragma once
+// The subcommands of `rsc`. Each Add*Commands call registers its CLI11 subcommands on
+// `app`; when one is selected on the command line, its parse callback stores the code to
+// run in *selected, and main() runs it with a Context once the global options are known.
+// A command returns its exit code (exit_codes.h), having written its result to `out` and
+// any failure to `err`.
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/admin_client.h"
+
+namespace rsc::cli {
+
+struct Context {
+  AdminClient* admin = nullptr;
+  std::vector<std::string> coordinators;  // as given, for runtimes with their own client
+  std::chrono::milliseconds timeout{5000};
+  bool json = false;
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+};
+
+using Command = std::function<int(Context&)>;
+
+// create, list, describe, reshard, config, delete, fence.
+void AddGroupCommands(CLI::App& app, Command* selected);
+// export, restore.
+void AddTransferCommands(CLI::App& app, Command* selected);
+// produce (the Producer runtime, include/rsc/producer.h).
+void AddProduceCommand(CLI::App& app, Command* selected);
+
+// Shared by the commands: the group's admin path, and printing a failed call.
+std::string GroupPath(const std::string& stream, const std::string& group);
+int Fail(Context& ctx, const CallOutcome& outcome);
+
+// Runs a revision-checked change (PATCH, DELETE). With `expected_revision` it is sent
+// once. Without, the current revision is read first and, on REVISION_CONFLICT (a tick or
+// heartbeat wrote in between), read again and the change retried once, saying so on
+// stderr; a second conflict ends with kExitRevisionConflict.
+CallOutcome WithRevision(Context& ctx, const std::string& stream, const std::string& group,
+                         std::optional<int64_t> expected_revision,
+                         const std::function<CallOutcome(int64_t revision)>& send);
+
+}  // namespace rsc::cli

@@ -1,0 +1,53 @@
+#include <ostream>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "core/protocol_json.h"
+
+namespace rsc::cli {
+
+std::string GroupPath(const std::string& stream, const std::string& group) {
+  return "/v1/groups/" + EncodePathSegment(stream) + "/" + EncodePathSegment(group);
+}
+
+int Fail(Context& ctx, const CallOutcome& outcome) {
+  *ctx.err << "rsc: " << outcome.message << "\n";
+  return outcome.exit_code;
+}
+
+namespace {
+
+// The group's current revision, or the failed describe.
+CallOutcome ReadRevision(Context& ctx, const std::string& stream, const std::string& group,
+                         int64_t* revision) {
+  CallOutcome read = ctx.admin->Call("GET", GroupPath(stream, group), "", Replay::kSafe);
+  if (!read.ok()) return read;
+  Result<GroupView> view = ParseGroupView(read.body);
+  if (!view.ok()) {
+    read.exit_code = kExitServerError;
+    read.message = "malformed group view from " + read.endpoint + ": " + view.error().message;
+    return read;
+  }
+  *revision = view->revision;
+  return read;
+}
+
+}  // namespace
+
+CallOutcome WithRevision(Context& ctx, const std::string& stream, const std::string& group,
+                         std::optional<int64_t> expected_revision,
+                         const std::function<CallOutcome(int64_t revision)>& send) {
+  if (expected_revision) return send(*expected_revision);
+  for (int attempt = 0;; ++attempt) {
+    int64_t revision = 0;
+    if (CallOutcome read = ReadRevision(ctx, stream, group, &revision); !read.ok()) return read;
+    CallOutcome result = send(revision);
+    if (result.code != "REVISION_CONFLICT" || attempt == 1) return result;
+    // The revision moves whenever a tick or heartbeat writes (docs/protocol.md §13), so one
+    // conflict between our read and our write is ordinary; a second one is reported.
+    *ctx.err << "rsc: revision " << revision
+             << " was overtaken (REVISION_CONFLICT); re-reading the group and retrying once\n";
+  }
+}
+
+}  // namespace rsc::cli

@@ -1,0 +1,26 @@
+#pragma once
+// Human renderings of the coordinator's answers (docs/cli.md shows examples). `--json`
+// output never goes through here: it is the server's JSON as sent.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/protocol.h"
+
+namespace rsc::cli {
+
+// [0,1,2,5,7,8] -> "0-2,5,7-8"; empty -> "-".
+std::string FormatShardSet(const std::vector<int32_t>& shards);
+
+// 9985 -> "9.985s"; 0 -> "0s".
+std::string FormatLeaseMs(int64_t ms);
+
+// Header (revision, versions, lineage, epochs, shard count, correction round, config),
+// the members table and the shards table (owner, and the target while a shard moves).
+std::string FormatGroupView(const GroupView& view);
+
+// One line per group: "STREAM  GROUP".
+std::string FormatGroupList(const std::vector<GroupKey>& groups);
+
+}  // namespace rsc::cli

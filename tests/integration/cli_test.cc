@@ -1,0 +1,368 @@
+// Level 2: the `rsc` admin CLI (SPEC §9, docs/cli.md) run as a process against a real
+// rsc-coordinator and redis-server: every admin command end to end, the exit codes
+// (1 server error, 2 usage, 3 unreachable, 4 revision conflict), the bearer token, endpoint
+// failover, and `rsc produce` landing on the shard streams.
+//
+// The `rsc` binary is not a dependency of integration_tests (tests/CMakeLists.txt is not
+// ours to change): build it with `cmake --build build --target rsc integration_tests`.
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "integration/harness.h"
+
+extern char** environ;
+
+namespace rsc::integration {
+namespace {
+
+constexpr const char* kP = "orders";
+constexpr const char* kG = "billing";
+
+std::string RscPath() { return std::string(RSC_BINARY_DIR) + "/src/cli/rsc"; }
+
+struct RscRun {
+  int exit_code = -1;  // 128 + signal when killed; -1 when it could not be run
+  std::string out;
+  std::string err;
+  std::string Describe() const {
+    return "exit " + std::to_string(exit_code) + "\n--- stdout:\n" + out.substr(0, 4000) +
+           "\n--- stderr:\n" + err.substr(0, 4000);
+  }
+};
+
+// Runs `rsc args...` with stdin from /dev/null (so never a terminal) and RSC_* variables
+// removed from the environment unless given in `env`. Bounded by `deadline`: the process is
+// killed and the test fails when it does not finish.
+RscRun RunRsc(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+              std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
+  RscRun run;
+  if (::access(RscPath().c_str(), X_OK) != 0) {
+    ADD_FAILURE() << RscPath() << " is missing: cmake --build build --target rsc";
+    return run;
+  }
+  std::vector<std::string> argv_s = {RscPath()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    if (!kv.starts_with("RSC_COORDINATOR=") && !kv.starts_with("RSC_ADMIN_TOKEN=")) {
+      env_s.emplace_back(kv);
+    }
+  }
+  env_s.insert(env_s.end(), env.begin(), env.end());
+  std::vector<char*> argv, envp;
+  for (std::string& s : argv_s) argv.push_back(s.data());
+  for (std::string& s : env_s) envp.push_back(s.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return run;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return run;
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int in = ::open("/dev/null", O_RDONLY);
+    ::dup2(in, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  int open_fds = 2;
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  bool timed_out = false;
+  while (open_fds > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[8192];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (pollfd& p : fds) {
+    if (p.fd >= 0) ::close(p.fd);
+  }
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (timed_out) ADD_FAILURE() << "rsc did not finish within " << deadline.count() << " ms";
+  return run;
+}
+
+json::value ParseJson(const std::string& text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  return ec ? json::value() : v;
+}
+
+// A loopback port nothing listens on: bound once by the kernel's choice, then released.
+int DeadPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.Start());
+    coord_ = std::make_unique<CoordinatorProcess>(CoordOpts(redis_));
+    ASSERT_TRUE(coord_->Start());
+    dir_ = coord_->Dir();
+  }
+  void TearDown() override {
+    if (HasFailure() && coord_) std::cerr << "coordinator log:" << coord_->LogTail(40) << "\n";
+  }
+
+  std::string Url(int port) const { return "http://127.0.0.1:" + std::to_string(port); }
+  // rsc against this test's coordinator.
+  RscRun Rsc(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--coordinator", Url(coord_->Port())});
+    return RunRsc(args);
+  }
+  json::value DescribeJson() {
+    RscRun r = Rsc({"--json", "describe", kP, kG});
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    return ParseJson(r.out);
+  }
+
+  RedisProcess redis_;
+  std::unique_ptr<CoordinatorProcess> coord_;
+  std::string dir_;
+};
+
+TEST_F(CliTest, AdminLifecycleCreateListDescribeReshardConfigFenceExportDeleteRestore) {
+  RscRun r = Rsc({"create", kP, kG, "--shards", "4", "--member-lease-ms", "12000"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("created group orders/billing"), std::string::npos) << r.Describe();
+
+  r = Rsc({"create", kP, kG, "--shards", "4"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("GROUP_EXISTS"), std::string::npos) << r.Describe();
+
+  r = Rsc({"list"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("STREAM"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.out.find("orders  billing"), std::string::npos) << r.Describe();
+
+  // A member, so the members table has a row.
+  HttpClient http(coord_->Port());
+  Consumer a("a-1");
+  ASSERT_EQ(Beat(http, a, kP, kG).status, 200);
+
+  r = Rsc({"describe", kP, kG});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  for (const char* needle :
+       {"orders/billing", "revision:", "lineage:", "assignment epoch:", "correction round:  none",
+        "MEMBER", "a-1", "SHARD  STREAM KEY", "{orders:0}", "{orders:3}"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.Describe();
+  }
+  EXPECT_TRUE(r.err.empty()) << r.Describe();
+
+  // --json: only the server's JSON on stdout.
+  json::value view = DescribeJson();
+  ASSERT_TRUE(view.is_object()) << "not JSON";
+  EXPECT_GE(JsonInt(view, "revision"), 1);
+  EXPECT_EQ(JsonInt(view, "shardCount"), 4);
+  EXPECT_EQ(JsonInt(view.at("config"), "memberLeaseMs"), 12000);
+
+  // reshard reads the revision itself; growing works, shrinking is the server's 400.
+  r = Rsc({"reshard", kP, kG, "--shards", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(JsonInt(DescribeJson(), "shardCount"), 8);
+  r = Rsc({"reshard", kP, kG, "--shards", "4"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("INVALID_REQUEST"), std::string::npos) << r.Describe();
+  EXPECT_TRUE(r.out.empty()) << r.Describe();
+
+  // An explicit, stale revision: no retry, exit 4.
+  r = Rsc({"reshard", kP, kG, "--shards", "16", "--expected-revision", "999999"});
+  EXPECT_EQ(r.exit_code, 4) << r.Describe();
+  EXPECT_NE(r.err.find("REVISION_CONFLICT"), std::string::npos) << r.Describe();
+
+  r = Rsc({"config", kP, kG, "--heartbeat-interval-ms", "900"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  view = DescribeJson();
+  EXPECT_EQ(JsonInt(view.at("config"), "heartbeatIntervalMs"), 900);
+  EXPECT_EQ(JsonInt(view.at("config"), "memberLeaseMs"), 12000) << "partial patch kept the rest";
+
+  r = Rsc({"fence", kP, kG, "nobody"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("UNKNOWN_MEMBER_ID"), std::string::npos) << r.Describe();
+  r = Rsc({"fence", kP, kG, "a-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("fenced"), std::string::npos) << r.Describe();
+
+  const std::string file = dir_ + "/billing.export.json";
+  r = Rsc({"export", kP, kG, "-o", file});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::ifstream in(file);
+  const std::string exported((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(JsonStr(ParseJson(exported), "kind"), "rsc-group-export") << exported;
+
+  // In a script (stdin is /dev/null) delete needs --yes.
+  r = Rsc({"delete", kP, kG});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_NE(r.err.find("--yes"), std::string::npos) << r.Describe();
+  r = Rsc({"delete", kP, kG, "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+
+  r = Rsc({"describe", kP, kG});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("GROUP_NOT_FOUND: group orders:billing does not exist"), std::string::npos)
+      << r.Describe();
+
+  r = Rsc({"restore", file});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("restored orders/billing"), std::string::npos) << r.Describe();
+  view = DescribeJson();
+  EXPECT_EQ(JsonInt(view, "shardCount"), 8);
+  EXPECT_EQ(JsonInt(view.at("config"), "heartbeatIntervalMs"), 900);
+}
+
+TEST_F(CliTest, AdminTokenIsRequiredAndSentAsBearer) {
+  CoordinatorOptions options = CoordOpts(redis_);
+  options.admin_token = "s3cret-token";
+  CoordinatorProcess secured(options);
+  ASSERT_TRUE(secured.Start());
+  const std::string url = Url(secured.Port());
+
+  RscRun r = RunRsc({"--coordinator", url, "list"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("UNAUTHORIZED"), std::string::npos) << r.Describe();
+
+  r = RunRsc({"--coordinator", url, "--admin-token", "wrong", "list"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("UNAUTHORIZED"), std::string::npos) << r.Describe();
+
+  r = RunRsc(
+      {"--coordinator", url, "--admin-token", "s3cret-token", "create", kP, kG, "--shards", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  // The environment variables work as the flags do.
+  r = RunRsc({"--json", "list"}, {"RSC_COORDINATOR=" + url, "RSC_ADMIN_TOKEN=s3cret-token"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("\"billing\""), std::string::npos) << r.Describe();
+  // Two requests on one keep-alive connection (read, then patch) both carry the token.
+  r = RunRsc(
+      {"--coordinator", url, "--admin-token", "s3cret-token", "reshard", kP, kG, "--shards", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+}
+
+TEST_F(CliTest, UnreachableCoordinatorExits3AndTheNextEndpointIsTried) {
+  const std::string dead = Url(DeadPort());
+  RscRun r = RunRsc({"--coordinator", dead, "--timeout-ms", "2000", "list"});
+  EXPECT_EQ(r.exit_code, 3) << r.Describe();
+  EXPECT_NE(r.err.find("unreachable"), std::string::npos) << r.Describe();
+  EXPECT_TRUE(r.out.empty()) << r.Describe();
+
+  r = RunRsc(
+      {"--coordinator", dead + "," + Url(coord_->Port()), "create", kP, kG, "--shards", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+}
+
+TEST_F(CliTest, RetryableRefusalOnEveryEndpointExits5) {
+  ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "1"}).exit_code, 0);
+  redis_.Kill();
+  // Every endpoint either refuses with 503 REDIS_UNAVAILABLE or is unreachable.
+  RscRun r = RunRsc({"--coordinator", Url(coord_->Port()) + "," + Url(DeadPort()), "--timeout-ms",
+                     "5000", "describe", kP, kG});
+  EXPECT_EQ(r.exit_code, 5) << r.Describe();
+  EXPECT_NE(r.err.find("REDIS_UNAVAILABLE"), std::string::npos) << r.Describe();
+}
+
+TEST_F(CliTest, ProduceSpreadsMessagesOverTheShardStreams) {
+  ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "4"}).exit_code, 0);
+  RscRun r = Rsc(
+      {"--json", "produce", kP, kG, "--redis", redis_.Url(), "--value", "hello", "--count", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  json::value summary = ParseJson(r.out);
+  EXPECT_EQ(JsonInt(summary, "published"), 10) << r.Describe();
+  EXPECT_EQ(JsonInt(summary, "failed"), 0) << r.Describe();
+
+  std::unique_ptr<RedisCli> cli = redis_.Cli();
+  ASSERT_NE(cli, nullptr);
+  int64_t total = 0;
+  int non_empty = 0;
+  const json::value view = DescribeJson();  // kept alive: the loop borrows from it
+  ASSERT_TRUE(view.is_object());
+  for (const json::value& shard : view.at("shards").as_array()) {
+    const int64_t n = cli->Run({"XLEN", JsonStr(shard, "stream")}).integer;
+    total += n;
+    non_empty += n > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(total, 10);
+  EXPECT_GE(non_empty, 2) << "keys 0..9 should not all hash to one shard";
+
+  // A group that does not exist: the coordinator answered, so exit 1.
+  r = Rsc(
+      {"--timeout-ms", "1500", "produce", kP, "missing", "--redis", redis_.Url(), "--value", "x"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("GROUP_NOT_FOUND"), std::string::npos) << r.Describe();
+}
+
+TEST(CliUsageTest, UsageErrorsExit2WithoutContactingAnyone) {
+  const std::string dead = "http://127.0.0.1:1";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {},
+           {"create", kP, kG},                         // --shards missing
+           {"config", kP, kG},                         // no field to change
+           {"reshard", kP, kG, "--shards", "x"},       // not a number
+           {"--coordinator", "https://h:1", "list"},   // https is not supported
+           {"--coordinator", dead, "delete", kP, kG},  // stdin is not a terminal: --yes needed
+       }) {
+    RscRun r = RunRsc(args);
+    std::string joined;
+    for (const std::string& a : args) joined += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << "rsc " << joined << "\n" << r.Describe();
+  }
+  RscRun help = RunRsc({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.Describe();
+  EXPECT_NE(help.out.find("Exit codes:"), std::string::npos) << help.Describe();
+}
+
+}  // namespace
+}  // namespace rsc::integration
