@@ -1,0 +1,69 @@
+#pragma once
+// Redis plumbing of the consumer runtime: the redis:// URL form the client library accepts
+// and one blocking hiredis connection with a per-command timeout (an XREADGROUP BLOCK needs
+// a longer socket timeout than a plain command).
+//
+// The producer (producer.cc) has private equivalents of the URL parser and the connection;
+// this file repeats them for the consumer rather than moving them, so the two runtimes can
+// evolve separately. Same accepted URL form: redis://[user[:password]@]host[:port][/db].
+//
+// Thread safety: ParseRedisUrl is pure. A ConsumerRedis is used by one thread at a time
+// (each shard reader owns one).
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rsc::client {
+
+struct RedisTarget {
+  std::string host;
+  int port = 6379;
+  std::string user;
+  std::string password;
+  int db = 0;
+};
+
+// nullopt (and *error) when the URL is not of the accepted form.
+std::optional<RedisTarget> ParseRedisUrl(std::string_view url, std::string* error);
+
+struct RedisReplyDeleter {
+  void operator()(redisReply* r) const {
+    if (r != nullptr) freeReplyObject(r);
+  }
+};
+using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyDeleter>;
+
+// The text of a string, status or error reply ("" for other types).
+std::string ReplyText(const redisReply* r);
+
+class ConsumerRedis {
+ public:
+  ConsumerRedis(RedisTarget target, std::chrono::milliseconds timeout);
+  ~ConsumerRedis();
+  ConsumerRedis(const ConsumerRedis&) = delete;
+  ConsumerRedis& operator=(const ConsumerRedis&) = delete;
+
+  // Connects (AUTH, SELECT) unless connected. False with *error if it cannot.
+  bool Ensure(std::string* error);
+  // Sends one command and reads its reply with a socket timeout of `timeout` (default: the
+  // connection's). nullptr on a transport failure (the connection is then dropped and
+  // *error says why); error replies are returned as replies.
+  RedisReplyPtr Command(const std::vector<std::string>& args, std::string* error,
+                        std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  void Reset();
+
+ private:
+  void SetTimeout(std::chrono::milliseconds timeout);
+
+  RedisTarget target_;
+  std::chrono::milliseconds timeout_;
+  redisContext* ctx_ = nullptr;
+};
+
+}  // namespace rsc::client

@@ -1,0 +1,563 @@
+// rsc::Consumer against a real redis-server and a real rsc-coordinator (ENGINEERING §5
+// level 2). Run inside scripts/netns.sh (the host loopback is throttled).
+//
+// - one consumer receives every message a Producer publishes over 4 shards, per-key order
+//   kept, everything XACKed, and leaves cleanly;
+// - two consumers split the shards; one stops while a message it cannot handle is pending
+//   (kRetry), the other takes over every shard, claims that entry (C7) and receives
+//   everything published afterwards;
+// - kDeadLetter: a message whose handler throws ends in the shard's dead-letter stream, the
+//   rest is processed and nothing stays pending;
+// - the coordinator killed for longer than the assignment lease: the consumer stops reading
+//   (C4) and resumes when a new coordinator process serves the same Redis.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rsc/consumer.h"
+#include "rsc/producer.h"
+#include "rsc/routing.h"
+#include "support/coordinator_process.h"
+#include "support/http_client.h"
+#include "support/redis_cli.h"
+#include "support/redis_process.h"
+#include "support/wait.h"
+
+namespace rsc {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using rsc::testing::CliReply;
+using rsc::testing::CoordinatorOptions;
+using rsc::testing::CoordinatorProcess;
+using rsc::testing::HttpClient;
+using rsc::testing::HttpResult;
+using rsc::testing::RedisProcess;
+using rsc::testing::WaitFor;
+
+constexpr int kShards = 4;
+const std::set<int32_t> kAllShards{0, 1, 2, 3};
+
+std::string Field(const StreamFields& fields, const std::string& name) {
+  for (const auto& [f, v] : fields) {
+    if (f == name) return v;
+  }
+  return "";
+}
+
+std::string CliField(const CliReply& fields, const std::string& name) {
+  for (size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
+    if (fields.elements[i].str == name) return fields.elements[i + 1].str;
+  }
+  return "";
+}
+
+std::set<int32_t> AsSet(const std::vector<int32_t>& v) { return {v.begin(), v.end()}; }
+
+std::string Describe(const ConsumerStatus& s) {
+  std::ostringstream o;
+  o << "phase=" << s.phase << " epoch=" << s.member_epoch << " reading=[";
+  for (int32_t x : s.reading) o << x << " ";
+  o << "] draining=" << s.draining.size() << " revoked=" << s.revoked.size()
+    << " lease_remaining_ms=" << s.lease_remaining_ms << " handled=" << s.messages_handled
+    << " acked=" << s.messages_acked << " claimed=" << s.messages_claimed
+    << " dead=" << s.dead_lettered << " hb_error='" << s.last_heartbeat_error << "' redis_error='"
+    << s.last_redis_error << "' handler_error='" << s.last_handler_error << "' stop_error='"
+    << s.stop_error << "'";
+  return o.str();
+}
+
+// What the handlers saw, shared by every consumer of a test. Thread-safe.
+class Received {
+ public:
+  void Add(const std::string& consumer, const Message& m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string key = Field(m.fields, "key");
+    per_key_[key].push_back(std::stoi(Field(m.fields, "seq")));
+    shards_by_consumer_[consumer].insert(m.shard);
+    EXPECT_EQ(ShardForKey(key, kShards), m.shard) << key << " delivered from " << m.stream;
+    ++total_;
+  }
+  int total() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
+  // Per key, the order of first deliveries (a redelivery after a takeover may repeat one).
+  std::map<std::string, std::vector<int>> FirstDeliveries() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, std::vector<int>> out;
+    for (const auto& [key, seqs] : per_key_) {
+      std::set<int> seen;
+      for (int s : seqs) {
+        if (seen.insert(s).second) out[key].push_back(s);
+      }
+    }
+    return out;
+  }
+  std::map<std::string, std::vector<int>> All() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return per_key_;
+  }
+  std::set<int32_t> ShardsOf(const std::string& consumer) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = shards_by_consumer_.find(consumer);
+    return it == shards_by_consumer_.end() ? std::set<int32_t>{} : it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<int>> per_key_;
+  std::map<std::string, std::set<int32_t>> shards_by_consumer_;
+  int total_ = 0;
+};
+
+// A Redis, a coordinator, and group orders/billing with 4 shards and short leases.
+class ConsumerIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.Start());
+    coordinator_ =
+        std::make_unique<CoordinatorProcess>(CoordinatorOptions{.redis_url = redis_.Url()});
+    ASSERT_TRUE(coordinator_->Start());
+    HttpClient http(coordinator_->Port());
+    json::object config{{"heartbeatIntervalMs", 200}, {"memberLeaseMs", 2500},
+                        {"assignmentLeaseMs", 1500},  {"rebalanceTimeoutMs", 3000},
+                        {"routingLeaseMs", 3000},     {"routingRefreshMs", 300}};
+    HttpResult created = http.Post("/v1/groups", json::value(json::object{{"stream", "orders"},
+                                                                          {"group", "billing"},
+                                                                          {"shardCount", kShards},
+                                                                          {"config", config}}));
+    ASSERT_EQ(created.status, 201) << created.Describe();
+  }
+
+  std::string Endpoint() const { return "127.0.0.1:" + std::to_string(coordinator_->Port()); }
+
+  ConsumerOptions Options() const {
+    ConsumerOptions o;
+    o.coordinator_endpoints = {Endpoint()};
+    o.stream = "orders";
+    o.group = "billing";
+    o.redis_url = redis_.Url();
+    o.block = 200ms;
+    o.http_timeout = 1000ms;
+    o.handler_retry_initial = 10ms;
+    o.handler_retry_max = 100ms;
+    return o;
+  }
+
+  std::unique_ptr<Consumer> MakeConsumer(ConsumerOptions o, MessageHandler handler) {
+    ConsumerResult<std::unique_ptr<Consumer>> c =
+        Consumer::Create(std::move(o), std::move(handler));
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::unique_ptr<Producer> MakeProducer() {
+    ProducerOptions o;
+    o.coordinator_endpoints = {Endpoint()};
+    o.stream = "orders";
+    o.group = "billing";
+    o.redis_url = redis_.Url();
+    ProducerResult<std::unique_ptr<Producer>> p = Producer::Create(o);
+    EXPECT_TRUE(p.ok()) << p.error().message;
+    if (!p.ok()) return nullptr;
+    std::unique_ptr<Producer> producer = std::move(p).value();
+    EXPECT_TRUE(producer->WaitForRouting(10s)) << producer->Metrics().last_refresh_error;
+    return producer;
+  }
+
+  // Publishes `count` messages over `keys` keys with seq numbers from `first`; records them.
+  void Publish(Producer& producer, const std::string& prefix, int keys, int first, int count,
+               std::map<std::string, std::vector<int>>* sent) {
+    std::vector<ProducerMessage> batch;
+    for (int i = first; i < first + count; ++i) {
+      const std::string key = prefix + std::to_string(i % keys);
+      batch.push_back({key, {{"key", key}, {"seq", std::to_string(i)}}});
+      (*sent)[key].push_back(i);
+    }
+    for (const auto& r : producer.PublishBatch(batch)) {
+      ASSERT_TRUE(r.ok()) << ProducerErrorCodeName(r.error().code) << ": " << r.error().message;
+    }
+  }
+
+  // Pending (un-acked) entries of group billing over all shard streams.
+  int64_t PendingTotal() {
+    std::unique_ptr<rsc::testing::RedisCli> cli = redis_.Cli();
+    if (!cli) return -1;
+    int64_t total = 0;
+    for (int s = 0; s < kShards; ++s) {
+      CliReply r = cli->Run({"XPENDING", "{orders:" + std::to_string(s) + "}", "billing"});
+      if (r.type != CliReply::Type::kArray || r.elements.empty()) return -1;
+      total += r.elements[0].integer;
+    }
+    return total;
+  }
+
+  RedisProcess redis_;
+  std::unique_ptr<CoordinatorProcess> coordinator_;
+};
+
+TEST_F(ConsumerIntegration, OneConsumerReceivesEveryMessageInKeyOrder) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  std::map<std::string, std::vector<int>> sent;
+  // Published before any consumer exists: the Redis groups are created from id 0.
+  Publish(*producer, "key-", 23, 0, 150, &sent);
+
+  Received received;
+  std::unique_ptr<Consumer> consumer = MakeConsumer(Options(), [&](const Message& m) {
+    received.Add("a", m);
+    return HandlerResult::Ok();
+  });
+  ASSERT_NE(consumer, nullptr);
+  consumer->Start();
+  ASSERT_TRUE(WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 10s,
+                      "the only member reads all 4 shards"))
+      << Describe(consumer->Status());
+  Publish(*producer, "key-", 23, 150, 250, &sent);
+  ASSERT_TRUE(WaitFor([&] { return received.total() >= 400; }, 15s, "400 messages handled"))
+      << received.total() << " " << Describe(consumer->Status());
+  EXPECT_EQ(received.All(), sent) << "every message exactly once, per-key order kept";
+  EXPECT_EQ(received.ShardsOf("a"), kAllShards);
+  ASSERT_TRUE(
+      WaitFor([&] { return consumer->Status().messages_acked == 400; }, 5s, "every message XACKed"))
+      << Describe(consumer->Status());
+  EXPECT_EQ(PendingTotal(), 0);
+  const ConsumerStatus st = consumer->Status();
+  EXPECT_GT(st.lease_remaining_ms, 0);
+  EXPECT_GE(st.member_epoch, 1);
+  EXPECT_GT(st.metadata_version, 0);
+  EXPECT_EQ(st.handler_failures, 0);
+
+  consumer->Stop();
+  const ConsumerStatus stopped = consumer->Status();
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_EQ(stopped.phase, "left") << Describe(stopped);
+  EXPECT_TRUE(stopped.reading.empty());
+  // The coordinator no longer lists the member.
+  HttpClient http(coordinator_->Port());
+  HttpResult view = http.Get("/v1/groups/orders/billing");
+  ASSERT_EQ(view.status, 200) << view.Describe();
+  EXPECT_TRUE(view.json.at("members").as_array().empty()) << view.Describe();
+}
+
+TEST_F(ConsumerIntegration, TwoConsumersSplitShardsThenOneTakesOverWithPendingEntries) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  Received received;
+  std::atomic<bool> b_rejects_poison{true};
+  std::string poison_key;  // set before anything with it is published
+  std::mutex poison_mu;
+  auto handler_for = [&](std::string name) -> MessageHandler {
+    return [&, name](const Message& m) {
+      if (name == "b" && b_rejects_poison.load()) {
+        std::lock_guard<std::mutex> lock(poison_mu);
+        if (!poison_key.empty() && Field(m.fields, "key") == poison_key) {
+          return HandlerResult::Fail("b cannot handle " + poison_key);
+        }
+      }
+      received.Add(name, m);
+      return HandlerResult::Ok();
+    };
+  };
+  std::unique_ptr<Consumer> a = MakeConsumer(Options(), handler_for("a"));
+  ConsumerOptions b_options = Options();
+  b_options.on_handler_error = HandlerErrorPolicy::kRetry;  // never skip: leave it pending
+  std::unique_ptr<Consumer> b = MakeConsumer(b_options, handler_for("b"));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  a->Start();
+  ASSERT_TRUE(
+      WaitFor([&] { return AsSet(a->Status().reading) == kAllShards; }, 10s, "a reads all shards"))
+      << Describe(a->Status());
+  b->Start();
+  // K3: balanced and disjoint once b joined (a drains two shards, b starts them).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::set<int32_t> ra = AsSet(a->Status().reading);
+        const std::set<int32_t> rb = AsSet(b->Status().reading);
+        std::set<int32_t> all = ra;
+        all.insert(rb.begin(), rb.end());
+        return ra.size() == 2 && rb.size() == 2 && all == kAllShards;
+      },
+      15s, "a and b each read 2 disjoint shards"))
+      << "a: " << Describe(a->Status()) << "\nb: " << Describe(b->Status());
+  const std::set<int32_t> b_shards = AsSet(b->Status().reading);
+
+  std::map<std::string, std::vector<int>> sent;
+  Publish(*producer, "k-", 31, 0, 200, &sent);
+  ASSERT_TRUE(WaitFor([&] { return received.total() >= 200; }, 15s, "first 200 handled"))
+      << received.total() << "\na: " << Describe(a->Status()) << "\nb: " << Describe(b->Status());
+  EXPECT_FALSE(received.ShardsOf("a").empty());
+  EXPECT_FALSE(received.ShardsOf("b").empty());
+  for (int32_t s : received.ShardsOf("b")) EXPECT_TRUE(b_shards.count(s)) << s;
+  for (int32_t s : received.ShardsOf("a")) EXPECT_FALSE(b_shards.count(s)) << s;
+
+  // A key on one of b's shards that b's handler refuses: kRetry keeps it (and whatever
+  // follows it on that shard) un-acked in b's pending list.
+  {
+    std::lock_guard<std::mutex> lock(poison_mu);
+    for (int i = 0; poison_key.empty(); ++i) {
+      const std::string k = "poison-" + std::to_string(i);
+      if (b_shards.count(ShardForKey(k, kShards))) poison_key = k;
+    }
+  }
+  ASSERT_TRUE(producer->Publish(poison_key, {{"key", poison_key}, {"seq", "1000"}}).ok());
+  sent[poison_key].push_back(1000);
+  ASSERT_TRUE(WaitFor([&] { return b->Status().handler_failures > 0; }, 10s,
+                      "b fails on the poison message"))
+      << Describe(b->Status());
+
+  // b stops cleanly: its retry is cut short, the poison entry stays pending; a takes over.
+  b->Stop();
+  EXPECT_EQ(b->Status().phase, "left") << Describe(b->Status());
+  ASSERT_TRUE(WaitFor([&] { return AsSet(a->Status().reading) == kAllShards; }, 15s,
+                      "a takes over all shards"))
+      << Describe(a->Status());
+  Publish(*producer, "k-", 31, 200, 200, &sent);
+  const int expected = 401;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto first = received.FirstDeliveries();
+        int n = 0;
+        for (const auto& [k, v] : first) n += static_cast<int>(v.size());
+        return n >= expected;
+      },
+      15s, "every message handled after the takeover"))
+      << Describe(a->Status());
+  EXPECT_EQ(received.FirstDeliveries(), sent) << "nothing lost, per-key order kept";
+  EXPECT_GT(a->Status().messages_claimed, 0) << "the pending poison entry was claimed (C7)";
+  EXPECT_EQ(received.ShardsOf("a"), kAllShards);
+  ASSERT_TRUE(WaitFor([&] { return PendingTotal() == 0; }, 5s, "nothing left pending"));
+  a->Stop();
+  EXPECT_EQ(a->Status().phase, "left") << Describe(a->Status());
+}
+
+TEST_F(ConsumerIntegration, DeadLetterPolicyParksTheFailingMessage) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  Received received;
+  std::atomic<int> bad_attempts{0};
+  ConsumerOptions o = Options();
+  o.on_handler_error = HandlerErrorPolicy::kDeadLetter;
+  o.max_attempts = 3;
+  std::unique_ptr<Consumer> consumer = MakeConsumer(o, [&](const Message& m) {
+    if (Field(m.fields, "key") == "bad") {
+      ++bad_attempts;
+      throw std::runtime_error("cannot handle bad");
+    }
+    received.Add("c", m);
+    return HandlerResult::Ok();
+  });
+  ASSERT_NE(consumer, nullptr);
+  std::map<std::string, std::vector<int>> sent;
+  Publish(*producer, "good-", 7, 0, 50, &sent);
+  ASSERT_TRUE(producer->Publish("bad", {{"key", "bad"}, {"seq", "999"}}).ok());
+  Publish(*producer, "good-", 7, 50, 50, &sent);
+  consumer->Start();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const ConsumerStatus s = consumer->Status();
+        return received.total() >= 100 && s.dead_lettered == 1 && s.messages_acked == 101;
+      },
+      15s, "100 handled, 1 dead-lettered, all 101 acked"))
+      << received.total() << " " << Describe(consumer->Status());
+  EXPECT_EQ(received.All(), sent);
+  EXPECT_EQ(bad_attempts.load(), 3) << "max_attempts in place, then the dead letter";
+  const ConsumerStatus st = consumer->Status();
+  EXPECT_EQ(st.handler_failures, 3);
+  EXPECT_NE(st.last_handler_error.find("cannot handle bad"), std::string::npos)
+      << st.last_handler_error;
+
+  const std::string dlq = "{orders:" + std::to_string(ShardForKey("bad", kShards)) + "}:dlq";
+  std::unique_ptr<rsc::testing::RedisCli> cli = redis_.Cli();
+  ASSERT_NE(cli, nullptr);
+  CliReply entries = cli->Run({"XRANGE", dlq, "-", "+"});
+  ASSERT_EQ(entries.type, CliReply::Type::kArray) << entries.ToString();
+  ASSERT_EQ(entries.elements.size(), 1u) << entries.ToString();
+  const CliReply& fields = entries.elements[0].elements[1];
+  EXPECT_EQ(CliField(fields, "key"), "bad");
+  EXPECT_EQ(CliField(fields, "seq"), "999");
+  EXPECT_EQ(CliField(fields, "rsc-group"), "billing");
+  EXPECT_EQ(CliField(fields, "rsc-attempts"), "3");
+  EXPECT_NE(CliField(fields, "rsc-error").find("cannot handle bad"), std::string::npos);
+  EXPECT_FALSE(CliField(fields, "rsc-source-id").empty());
+  EXPECT_EQ(PendingTotal(), 0);
+  consumer->Stop();
+}
+
+TEST_F(ConsumerIntegration, StopPolicyShutsTheConsumerDownAndKeepsTheEntryPending) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  ConsumerOptions o = Options();
+  o.on_handler_error = HandlerErrorPolicy::kStop;
+  o.max_attempts = 2;
+  std::atomic<int> attempts{0};
+  std::unique_ptr<Consumer> consumer = MakeConsumer(o, [&](const Message& m) {
+    if (Field(m.fields, "key") != "stop-me") return HandlerResult::Ok();
+    ++attempts;
+    return HandlerResult::Fail("refusing stop-me");
+  });
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_TRUE(producer->Publish("stop-me", {{"key", "stop-me"}, {"seq", "1"}}).ok());
+  consumer->Start();
+  ASSERT_TRUE(
+      WaitFor([&] { return consumer->Status().stopped; }, 15s, "kStop shuts the consumer down"))
+      << Describe(consumer->Status());
+  const ConsumerStatus st = consumer->Status();
+  EXPECT_EQ(st.phase, "left") << "a clean leave, not an abandon: " << Describe(st);
+  EXPECT_NE(st.stop_error.find("refusing stop-me"), std::string::npos) << st.stop_error;
+  EXPECT_EQ(attempts.load(), 2);
+  EXPECT_EQ(PendingTotal(), 1) << "the failed entry stays pending for the next start";
+  consumer->Stop();
+}
+
+// The coordinator binary listening on a fixed port (CoordinatorProcess always picks a free
+// one), so a "new coordinator process" can take the place of a killed one at the address
+// the consumer was configured with. The server sets SO_REUSEADDR.
+class FixedPortCoordinator {
+ public:
+  FixedPortCoordinator(std::string binary, std::string redis_url, int port)
+      : binary_(std::move(binary)), redis_url_(std::move(redis_url)), port_(port) {
+    char tmpl[] = "/tmp/rsc-consumer-it-XXXXXX";
+    if (::mkdtemp(tmpl) != nullptr) dir_ = tmpl;
+  }
+  ~FixedPortCoordinator() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  ::testing::AssertionResult Spawn() {
+    if (dir_.empty()) return ::testing::AssertionFailure() << "mkdtemp failed";
+    const std::vector<std::string> args = {binary_,
+                                           "--redis",
+                                           redis_url_,
+                                           "--listen",
+                                           "127.0.0.1:" + std::to_string(port_),
+                                           "--tick-interval-ms",
+                                           "200",
+                                           "--state-dir",
+                                           dir_ + "/state"};
+    std::vector<char*> argv;
+    for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    const std::string log = dir_ + "/log";
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) return ::testing::AssertionFailure() << "fork failed";
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(126);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      if (std::freopen(log.c_str(), "w", stdout) == nullptr) ::_exit(126);
+      ::dup2(::fileno(stdout), 2);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    return ::testing::AssertionSuccess();
+  }
+  std::string Log() const {
+    std::ifstream in(dir_ + "/log");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  std::string binary_;
+  std::string redis_url_;
+  int port_;
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(ConsumerIntegration, FailsClosedWhileTheCoordinatorIsDownAndResumesAfterARestart) {
+  Received received;
+  std::unique_ptr<Consumer> consumer = MakeConsumer(Options(), [&](const Message& m) {
+    received.Add("c", m);
+    return HandlerResult::Ok();
+  });
+  ASSERT_NE(consumer, nullptr);
+  consumer->Start();
+  ASSERT_TRUE(WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 10s,
+                      "reads all shards"))
+      << Describe(consumer->Status());
+  std::unique_ptr<rsc::testing::RedisCli> cli = redis_.Cli();
+  ASSERT_NE(cli, nullptr);
+  // Writes straight to the shard streams (a producer would fail closed on its own lease).
+  std::map<std::string, std::vector<int>> sent;
+  auto xadd = [&](int seq) {
+    const std::string key = "key-" + std::to_string(seq % 11);
+    const std::string stream = "{orders:" + std::to_string(ShardForKey(key, kShards)) + "}";
+    ASSERT_TRUE(cli->Run({"XADD", stream, "*", "key", key, "seq", std::to_string(seq)}).ok());
+    sent[key].push_back(seq);
+  };
+  for (int i = 0; i < 20; ++i) xadd(i);
+  ASSERT_TRUE(WaitFor([&] { return received.total() == 20; }, 10s, "first 20 handled"))
+      << Describe(consumer->Status());
+
+  const int port = coordinator_->Port();
+  const std::string binary = coordinator_->BinaryPath();
+  coordinator_->Kill();
+  const auto killed_at = std::chrono::steady_clock::now();
+  // C4: heartbeats fail, the lease (1500 ms from the last successful send) runs out.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const ConsumerStatus s = consumer->Status();
+        return s.reading.empty() && s.failed_closed;
+      },
+      5s, "the consumer stops reading at lease end"))
+      << Describe(consumer->Status());
+  const auto closed_after = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - killed_at);
+  // The lease counts from a send at most one heartbeat interval (200 ms) before the kill.
+  EXPECT_GE(closed_after.count(), 1500 - 200 - 100);
+  const ConsumerStatus closed = consumer->Status();
+  EXPECT_EQ(closed.lease_remaining_ms, 0);
+  EXPECT_GT(closed.consecutive_heartbeat_failures, 0);
+  EXPECT_FALSE(closed.last_heartbeat_error.empty());
+  EXPECT_GE(closed.lease_expirations, 1);
+
+  // Messages written while failed closed are not handled ...
+  for (int i = 20; i < 40; ++i) xadd(i);
+  EXPECT_EQ(received.total(), 20) << "nothing is read while the lease is gone";
+
+  // ... until a new coordinator process serves the same Redis at the same address.
+  FixedPortCoordinator restarted(binary, redis_.Url(), port);
+  ASSERT_TRUE(restarted.Spawn());
+  ASSERT_TRUE(WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 20s,
+                      "reading again after the coordinator restart"))
+      << Describe(consumer->Status()) << "\n"
+      << restarted.Log();
+  ASSERT_TRUE(WaitFor([&] { return received.total() >= 40; }, 10s, "the backlog is handled"))
+      << Describe(consumer->Status());
+  EXPECT_EQ(received.FirstDeliveries(), sent);
+  EXPECT_FALSE(consumer->Status().failed_closed);
+  consumer->Stop();
+  EXPECT_EQ(consumer->Status().phase, "left") << Describe(consumer->Status());
+}
+
+}  // namespace
+}  // namespace rsc
