@@ -32,8 +32,8 @@
 
 #include "client/consumer_core.h"
 #include "client/consumer_reader.h"
-#include "client/consumer_redis.h"
 #include "client/http_transport.h"
+#include "client/redis_conn.h"
 #include "core/protocol.h"
 #include "core/protocol_json.h"
 

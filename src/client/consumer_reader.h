@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/consumer_redis.h"
+#include "client/redis_conn.h"
 #include "rsc/consumer.h"
 
 namespace rsc::client {
@@ -150,7 +150,7 @@ class ShardReader {
   std::shared_ptr<ShardReader> predecessor_;  // reset once it finished (reader thread only)
 
   // Used by the reader thread only.
-  ConsumerRedis redis_;
+  RedisConn redis_;
   std::string pending_cursor_ = "0";
   bool halted_ = false;  // kStop gave up: read nothing more, wait for the drain
 

@@ -24,6 +24,7 @@
 
 #include "client/http_transport.h"
 #include "client/producer_core.h"
+#include "client/redis_conn.h"
 #include "core/protocol.h"
 #include "core/protocol_json.h"
 
@@ -71,35 +72,6 @@ TimeMs SteadyNowMs() {
       .count();
 }
 
-std::string PercentDecode(std::string_view s, bool* ok) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    if (i + 2 >= s.size()) {
-      *ok = false;
-      return out;
-    }
-    const int hi = hex(s[i + 1]);
-    const int lo = hex(s[i + 2]);
-    if (hi < 0 || lo < 0) {
-      *ok = false;
-      return out;
-    }
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
-
 std::string PercentEncode(std::string_view s) {
   std::string out;
   for (unsigned char c : s) {
@@ -114,139 +86,10 @@ std::string PercentEncode(std::string_view s) {
 
 // redis://[user[:password]@]host[:port][/db]. (The coordinator's parser lives in
 // src/redis, which the client library does not link; this accepts the same plain form.)
-struct RedisTarget {
-  std::string host;
-  int port = 6379;
-  std::string user;
-  std::string password;
-  int db = 0;
-};
-
-std::optional<RedisTarget> ParseRedisTarget(std::string_view url, std::string* error) {
-  std::string_view s = url;
-  if (!s.starts_with("redis://")) {
-    *error = "redis_url must start with redis:// (rediss and unix sockets are not supported)";
-    return std::nullopt;
-  }
-  s.remove_prefix(8);
-  RedisTarget t;
-  bool ok = true;
-  if (size_t at = s.rfind('@'); at != std::string_view::npos) {
-    std::string_view cred = s.substr(0, at);
-    s.remove_prefix(at + 1);
-    size_t colon = cred.find(':');
-    t.user = PercentDecode(cred.substr(0, colon), &ok);
-    if (colon != std::string_view::npos) t.password = PercentDecode(cred.substr(colon + 1), &ok);
-  }
-  if (size_t slash = s.find('/'); slash != std::string_view::npos) {
-    std::string_view db = s.substr(slash + 1);
-    s = s.substr(0, slash);
-    if (!db.empty()) {
-      auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), t.db);
-      ok = ok && ec == std::errc() && p == db.data() + db.size() && t.db >= 0;
-    }
-  }
-  std::string err;
-  if (s.starts_with("[") || s.find(':') != std::string_view::npos) {
-    std::optional<HttpEndpoint> ep = client::ParseHttpEndpoint(s, &err);
-    if (!ep) {
-      ok = false;
-    } else {
-      t.host = ep->host;
-      t.port = ep->port;
-    }
-  } else {
-    t.host = std::string(s);
-  }
-  if (!ok || t.host.empty()) {
-    *error = "redis_url is malformed (expected redis://[user[:password]@]host[:port][/db])";
-    return std::nullopt;
-  }
-  return t;
-}
-
-struct ReplyDeleter {
-  void operator()(redisReply* r) const {
-    if (r != nullptr) freeReplyObject(r);
-  }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-
-// One blocking hiredis connection, reconnected lazily after a failure.
-class RedisConnection {
- public:
-  RedisConnection(RedisTarget target, std::chrono::milliseconds timeout)
-      : target_(std::move(target)), timeout_(timeout) {}
-  ~RedisConnection() { Reset(); }
-
-  void Reset() {
-    if (ctx_ != nullptr) redisFree(ctx_);
-    ctx_ = nullptr;
-  }
-
-  // Connects (and authenticates) if needed. False with *error if it cannot.
-  bool Ensure(std::string* error) {
-    if (ctx_ != nullptr && ctx_->err == 0) return true;
-    Reset();
-    timeval tv{static_cast<time_t>(timeout_.count() / 1000),
-               static_cast<suseconds_t>((timeout_.count() % 1000) * 1000)};
-    ctx_ = redisConnectWithTimeout(target_.host.c_str(), target_.port, tv);
-    if (ctx_ == nullptr || ctx_->err != 0) {
-      *error = fmt::format("cannot connect to Redis {}:{}: {}", target_.host, target_.port,
-                           ctx_ != nullptr ? ctx_->errstr : "out of memory");
-      Reset();
-      return false;
-    }
-    redisSetTimeout(ctx_, tv);
-    std::vector<std::string> auth;
-    if (!target_.password.empty()) {
-      auth = target_.user.empty()
-                 ? std::vector<std::string>{"AUTH", target_.password}
-                 : std::vector<std::string>{"AUTH", target_.user, target_.password};
-    }
-    for (const auto& cmd :
-         {auth, target_.db != 0 ? std::vector<std::string>{"SELECT", std::to_string(target_.db)}
-                                : std::vector<std::string>{}}) {
-      if (cmd.empty()) continue;
-      ReplyPtr r = Command(cmd);
-      if (!r || r->type == REDIS_REPLY_ERROR) {
-        *error = fmt::format("Redis {} failed: {}", cmd[0],
-                             r ? std::string(r->str, r->len) : TransportError());
-        Reset();
-        return false;
-      }
-    }
-    return true;
-  }
-
-  ReplyPtr Command(const std::vector<std::string>& args) {
-    Append(args);
-    return Read();
-  }
-  void Append(const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<size_t> argl;
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      argl.push_back(a.size());
-    }
-    redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), argl.data());
-  }
-  // Flushes what was appended and reads one reply; nullptr on a transport failure.
-  ReplyPtr Read() {
-    void* reply = nullptr;
-    if (redisGetReply(ctx_, &reply) != REDIS_OK) return nullptr;
-    return ReplyPtr(static_cast<redisReply*>(reply));
-  }
-  std::string TransportError() const {
-    return ctx_ != nullptr && ctx_->err != 0 ? std::string(ctx_->errstr) : "connection lost";
-  }
-
- private:
-  RedisTarget target_;
-  std::chrono::milliseconds timeout_;
-  redisContext* ctx_ = nullptr;
-};
+using client::ParseRedisUrl;
+using client::RedisConn;
+using client::RedisTarget;
+using ReplyPtr = client::RedisReplyPtr;
 
 ProducerError FromRouteError(const client::RouteError& e) {
   switch (e.kind) {
@@ -554,7 +397,7 @@ class Producer::Impl {
   int64_t refused_expired_ = 0;  // guarded by mu_
 
   std::mutex redis_mu_;
-  RedisConnection redis_;  // guarded by redis_mu_
+  RedisConn redis_;  // guarded by redis_mu_
 
   // Used by the refresh thread only.
   std::vector<std::unique_ptr<HttpTransport>> transports_;
@@ -583,7 +426,7 @@ ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
     endpoints.push_back(std::move(*ep));
   }
   std::string error;
-  std::optional<RedisTarget> redis = ParseRedisTarget(options.redis_url, &error);
+  std::optional<RedisTarget> redis = ParseRedisUrl(options.redis_url, &error);
   if (!redis) return invalid(error);
   if (options.retry_initial.count() < 1 || options.retry_max < options.retry_initial) {
     return invalid("retry_initial must be >= 1 ms and at most retry_max");

@@ -7,7 +7,7 @@
 // this file repeats them for the consumer rather than moving them, so the two runtimes can
 // evolve separately. Same accepted URL form: redis://[user[:password]@]host[:port][/db].
 //
-// Thread safety: ParseRedisUrl is pure. A ConsumerRedis is used by one thread at a time
+// Thread safety: ParseRedisUrl is pure. A RedisConn is used by one thread at a time
 // (each shard reader owns one).
 
 #include <hiredis/hiredis.h>
@@ -42,12 +42,12 @@ using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyDeleter>;
 // The text of a string, status or error reply ("" for other types).
 std::string ReplyText(const redisReply* r);
 
-class ConsumerRedis {
+class RedisConn {
  public:
-  ConsumerRedis(RedisTarget target, std::chrono::milliseconds timeout);
-  ~ConsumerRedis();
-  ConsumerRedis(const ConsumerRedis&) = delete;
-  ConsumerRedis& operator=(const ConsumerRedis&) = delete;
+  RedisConn(RedisTarget target, std::chrono::milliseconds timeout);
+  ~RedisConn();
+  RedisConn(const RedisConn&) = delete;
+  RedisConn& operator=(const RedisConn&) = delete;
 
   // Connects (AUTH, SELECT) unless connected. False with *error if it cannot.
   bool Ensure(std::string* error);
@@ -57,6 +57,13 @@ class ConsumerRedis {
   RedisReplyPtr Command(const std::vector<std::string>& args, std::string* error,
                         std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   void Reset();
+
+  // Pipelining (the producer's batched XADDs): Append queues a command, Read flushes and
+  // reads one reply in order (nullptr on a transport failure; TransportError says why).
+  // Precondition: Ensure() succeeded.
+  void Append(const std::vector<std::string>& args);
+  RedisReplyPtr Read();
+  std::string TransportError() const;
 
  private:
   void SetTimeout(std::chrono::milliseconds timeout);

@@ -1,4 +1,4 @@
-#include "client/consumer_redis.h"
+#include "client/redis_conn.h"
 
 #include <fmt/format.h>
 #include <sys/time.h>
@@ -93,21 +93,21 @@ std::string ReplyText(const redisReply* r) {
   return "";
 }
 
-ConsumerRedis::ConsumerRedis(RedisTarget target, std::chrono::milliseconds timeout)
+RedisConn::RedisConn(RedisTarget target, std::chrono::milliseconds timeout)
     : target_(std::move(target)), timeout_(timeout) {}
 
-ConsumerRedis::~ConsumerRedis() { Reset(); }
+RedisConn::~RedisConn() { Reset(); }
 
-void ConsumerRedis::Reset() {
+void RedisConn::Reset() {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
 }
 
-void ConsumerRedis::SetTimeout(std::chrono::milliseconds timeout) {
+void RedisConn::SetTimeout(std::chrono::milliseconds timeout) {
   redisSetTimeout(ctx_, ToTimeval(timeout));
 }
 
-bool ConsumerRedis::Ensure(std::string* error) {
+bool RedisConn::Ensure(std::string* error) {
   if (ctx_ != nullptr && ctx_->err == 0) return true;
   Reset();
   ctx_ = redisConnectWithTimeout(target_.host.c_str(), target_.port, ToTimeval(timeout_));
@@ -137,8 +137,8 @@ bool ConsumerRedis::Ensure(std::string* error) {
   return true;
 }
 
-RedisReplyPtr ConsumerRedis::Command(const std::vector<std::string>& args, std::string* error,
-                                     std::optional<std::chrono::milliseconds> timeout) {
+RedisReplyPtr RedisConn::Command(const std::vector<std::string>& args, std::string* error,
+                                 std::optional<std::chrono::milliseconds> timeout) {
   if (ctx_ == nullptr) {
     *error = "not connected to Redis";
     return nullptr;
@@ -159,6 +159,26 @@ RedisReplyPtr ConsumerRedis::Command(const std::vector<std::string>& args, std::
   }
   if (timeout) SetTimeout(timeout_);
   return RedisReplyPtr(static_cast<redisReply*>(reply));
+}
+
+void RedisConn::Append(const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> argl;
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    argl.push_back(a.size());
+  }
+  redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), argl.data());
+}
+
+RedisReplyPtr RedisConn::Read() {
+  void* reply = nullptr;
+  if (redisGetReply(ctx_, &reply) != REDIS_OK) return nullptr;
+  return RedisReplyPtr(static_cast<redisReply*>(reply));
+}
+
+std::string RedisConn::TransportError() const {
+  return ctx_ != nullptr && ctx_->err != 0 ? std::string(ctx_->errstr) : "connection lost";
 }
 
 }  // namespace rsc::client
