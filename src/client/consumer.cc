@@ -58,25 +58,9 @@ using client::ConsumerCore;
 using client::HttpEndpoint;
 using client::HttpReply;
 using client::HttpTransport;
+using client::PercentEncode;
 using client::ShardReader;
-
-TimeMs SteadyNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string PercentEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
+using client::SteadyNowMs;
 
 // A random (version 4) UUID: the member id, generated once per Consumer (SPEC §4.1).
 std::string NewUuid() {

@@ -1,5 +1,6 @@
 #include "client/http_transport.h"
 
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +17,19 @@
 #include "core/check.h"
 
 namespace rsc::client {
+
+std::string PercentEncode(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;

@@ -13,6 +13,7 @@
 // background thread only).
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,16 @@
 #include <vector>
 
 namespace rsc::client {
+
+// Percent-encodes one URL path segment or query value (RFC 3986 unreserved kept).
+std::string PercentEncode(std::string_view s);
+
+// Local monotonic milliseconds: the clock the client cores' leases are measured in.
+inline int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct HttpEndpoint {
   std::string host;

@@ -57,35 +57,17 @@ namespace {
 using client::HttpEndpoint;
 using client::HttpReply;
 using client::HttpTransport;
+using client::PercentEncode;
 using client::ProducerCore;
 using client::RouteErrorKind;
 using client::RouteResult;
 using client::RouteTarget;
+using client::SteadyNowMs;
 
 ProducerError Err(ProducerErrorCode code, std::string message) {
   return ProducerError{code, std::move(message)};
 }
 
-TimeMs SteadyNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string PercentEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
-// redis://[user[:password]@]host[:port][/db]. (The coordinator's parser lives in
-// src/redis, which the client library does not link; this accepts the same plain form.)
 using client::ParseRedisUrl;
 using client::RedisConn;
 using client::RedisTarget;
