@@ -34,6 +34,8 @@ void AddGroupCommands(CLI::App& app, Command* selected);
 void AddTransferCommands(CLI::App& app, Command* selected);
 // produce (the Producer runtime, include/rsc/producer.h).
 void AddProduceCommand(CLI::App& app, Command* selected);
+// consume (the Consumer runtime, include/rsc/consumer.h).
+void AddConsumeCommand(CLI::App& app, Command* selected);
 // demo (a live rebalancing demo: producer and consumers in one process).
 void AddDemoCommand(CLI::App& app, Command* selected);
 

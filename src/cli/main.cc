@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   AddGroupCommands(app, &selected);
   AddTransferCommands(app, &selected);
   AddProduceCommand(app, &selected);
+  AddConsumeCommand(app, &selected);
   AddDemoCommand(app, &selected);
 
   try {

@@ -344,6 +344,27 @@ TEST_F(CliTest, ProduceSpreadsMessagesOverTheShardStreams) {
   EXPECT_NE(r.err.find("GROUP_NOT_FOUND"), std::string::npos) << r.Describe();
 }
 
+TEST_F(CliTest, ConsumeReceivesWhatProduceSentAndLeavesCleanly) {
+  ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "4"}).exit_code, 0);
+  RscRun p = Rsc({"produce", kP, kG, "--redis", redis_.Url(), "--value", "v", "--count", "10"});
+  ASSERT_EQ(p.exit_code, 0) << p.Describe();
+  RscRun c =
+      Rsc({"--json", "consume", kP, kG, "--redis", redis_.Url(), "--max", "10", "--seconds", "30"});
+  ASSERT_EQ(c.exit_code, 0) << c.Describe();
+  int lines = 0;
+  std::istringstream in(c.out);
+  for (std::string line; std::getline(in, line);) {
+    json::value m = ParseJson(line);
+    ASSERT_TRUE(m.is_object()) << line;
+    EXPECT_EQ(JsonStr(m.at("fields"), "value"), "v");
+    ++lines;
+  }
+  EXPECT_EQ(lines, 10) << c.Describe();
+  // The consumer left: the group has no members any more.
+  const json::value view = DescribeJson();
+  EXPECT_TRUE(view.at("members").as_array().empty()) << json::serialize(view);
+}
+
 TEST(CliUsageTest, UsageErrorsExit2WithoutContactingAnyone) {
   const std::string dead = "http://127.0.0.1:1";
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
