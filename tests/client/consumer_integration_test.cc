@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "client/live_group.h"
 #include "rsc/consumer.h"
 #include "rsc/producer.h"
 #include "rsc/routing.h"
@@ -48,6 +49,7 @@ using namespace std::chrono_literals;
 using rsc::testing::CliReply;
 using rsc::testing::CoordinatorOptions;
 using rsc::testing::CoordinatorProcess;
+using rsc::testing::FieldValue;
 using rsc::testing::HttpClient;
 using rsc::testing::HttpResult;
 using rsc::testing::RedisProcess;
@@ -55,20 +57,6 @@ using rsc::testing::WaitFor;
 
 constexpr int kShards = 4;
 const std::set<int32_t> kAllShards{0, 1, 2, 3};
-
-std::string Field(const StreamFields& fields, const std::string& name) {
-  for (const auto& [f, v] : fields) {
-    if (f == name) return v;
-  }
-  return "";
-}
-
-std::string CliField(const CliReply& fields, const std::string& name) {
-  for (size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
-    if (fields.elements[i].str == name) return fields.elements[i + 1].str;
-  }
-  return "";
-}
 
 std::set<int32_t> AsSet(const std::vector<int32_t>& v) { return {v.begin(), v.end()}; }
 
@@ -90,8 +78,8 @@ class Received {
  public:
   void Add(const std::string& consumer, const Message& m) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::string key = Field(m.fields, "key");
-    per_key_[key].push_back(std::stoi(Field(m.fields, "seq")));
+    const std::string key = FieldValue(m.fields, "key");
+    per_key_[key].push_back(std::stoi(FieldValue(m.fields, "seq")));
     shards_by_consumer_[consumer].insert(m.shard);
     EXPECT_EQ(ShardForKey(key, kShards), m.shard) << key << " delivered from " << m.stream;
     ++total_;
@@ -133,19 +121,8 @@ class Received {
 class ConsumerIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(redis_.Start());
-    coordinator_ =
-        std::make_unique<CoordinatorProcess>(CoordinatorOptions{.redis_url = redis_.Url()});
-    ASSERT_TRUE(coordinator_->Start());
-    HttpClient http(coordinator_->Port());
-    json::object config{{"heartbeatIntervalMs", 200}, {"memberLeaseMs", 2500},
-                        {"assignmentLeaseMs", 1500},  {"rebalanceTimeoutMs", 3000},
-                        {"routingLeaseMs", 3000},     {"routingRefreshMs", 300}};
-    HttpResult created = http.Post("/v1/groups", json::value(json::object{{"stream", "orders"},
-                                                                          {"group", "billing"},
-                                                                          {"shardCount", kShards},
-                                                                          {"config", config}}));
-    ASSERT_EQ(created.status, 201) << created.Describe();
+    ASSERT_TRUE(rsc::testing::StartLiveGroup(redis_, coordinator_, "orders", "billing", kShards,
+                                             rsc::testing::FastLeases()));
   }
 
   std::string Endpoint() const { return "127.0.0.1:" + std::to_string(coordinator_->Port()); }
@@ -270,7 +247,7 @@ TEST_F(ConsumerIntegration, TwoConsumersSplitShardsThenOneTakesOverWithPendingEn
     return [&, name](const Message& m) {
       if (name == "b" && b_rejects_poison.load()) {
         std::lock_guard<std::mutex> lock(poison_mu);
-        if (!poison_key.empty() && Field(m.fields, "key") == poison_key) {
+        if (!poison_key.empty() && FieldValue(m.fields, "key") == poison_key) {
           return HandlerResult::Fail("b cannot handle " + poison_key);
         }
       }
@@ -360,7 +337,7 @@ TEST_F(ConsumerIntegration, DeadLetterPolicyParksTheFailingMessage) {
   o.on_handler_error = HandlerErrorPolicy::kDeadLetter;
   o.max_attempts = 3;
   std::unique_ptr<Consumer> consumer = MakeConsumer(o, [&](const Message& m) {
-    if (Field(m.fields, "key") == "bad") {
+    if (FieldValue(m.fields, "key") == "bad") {
       ++bad_attempts;
       throw std::runtime_error("cannot handle bad");
     }
@@ -394,12 +371,12 @@ TEST_F(ConsumerIntegration, DeadLetterPolicyParksTheFailingMessage) {
   ASSERT_EQ(entries.type, CliReply::Type::kArray) << entries.ToString();
   ASSERT_EQ(entries.elements.size(), 1u) << entries.ToString();
   const CliReply& fields = entries.elements[0].elements[1];
-  EXPECT_EQ(CliField(fields, "key"), "bad");
-  EXPECT_EQ(CliField(fields, "seq"), "999");
-  EXPECT_EQ(CliField(fields, "rsc-group"), "billing");
-  EXPECT_EQ(CliField(fields, "rsc-attempts"), "3");
-  EXPECT_NE(CliField(fields, "rsc-error").find("cannot handle bad"), std::string::npos);
-  EXPECT_FALSE(CliField(fields, "rsc-source-id").empty());
+  EXPECT_EQ(FieldValue(fields, "key"), "bad");
+  EXPECT_EQ(FieldValue(fields, "seq"), "999");
+  EXPECT_EQ(FieldValue(fields, "rsc-group"), "billing");
+  EXPECT_EQ(FieldValue(fields, "rsc-attempts"), "3");
+  EXPECT_NE(FieldValue(fields, "rsc-error").find("cannot handle bad"), std::string::npos);
+  EXPECT_FALSE(FieldValue(fields, "rsc-source-id").empty());
   EXPECT_EQ(PendingTotal(), 0);
   consumer->Stop();
 }
@@ -412,7 +389,7 @@ TEST_F(ConsumerIntegration, StopPolicyShutsTheConsumerDownAndKeepsTheEntryPendin
   o.max_attempts = 2;
   std::atomic<int> attempts{0};
   std::unique_ptr<Consumer> consumer = MakeConsumer(o, [&](const Message& m) {
-    if (Field(m.fields, "key") != "stop-me") return HandlerResult::Ok();
+    if (FieldValue(m.fields, "key") != "stop-me") return HandlerResult::Ok();
     ++attempts;
     return HandlerResult::Fail("refusing stop-me");
   });

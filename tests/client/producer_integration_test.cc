@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/live_group.h"
 #include "rsc/producer.h"
 #include "rsc/routing.h"
 #include "rsc/version_store.h"
@@ -35,6 +36,7 @@ using namespace std::chrono_literals;
 using rsc::testing::CliReply;
 using rsc::testing::CoordinatorOptions;
 using rsc::testing::CoordinatorProcess;
+using rsc::testing::FieldValue;
 using rsc::testing::HttpClient;
 using rsc::testing::HttpResult;
 using rsc::testing::RedisProcess;
@@ -44,27 +46,16 @@ constexpr int kShards = 4;
 constexpr int64_t kRoutingLeaseMs = 1500;
 constexpr int64_t kRoutingRefreshMs = 300;
 
-std::string Field(const CliReply& fields, const std::string& name) {
-  for (size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
-    if (fields.elements[i].str == name) return fields.elements[i + 1].str;
-  }
-  return "";
-}
-
 TEST(ProducerIntegration, PublishesToRoutedShardsAndFailsClosedAfterCoordinatorDies) {
   RedisProcess redis;
-  ASSERT_TRUE(redis.Start());
-  CoordinatorProcess coordinator(CoordinatorOptions{.redis_url = redis.Url()});
-  ASSERT_TRUE(coordinator.Start());
-  HttpClient http(coordinator.Port());
-  json::object config{{"heartbeatIntervalMs", 500},        {"memberLeaseMs", 3000},
-                      {"assignmentLeaseMs", 2000},         {"rebalanceTimeoutMs", 3000},
-                      {"routingLeaseMs", kRoutingLeaseMs}, {"routingRefreshMs", kRoutingRefreshMs}};
-  HttpResult created = http.Post("/v1/groups", json::value(json::object{{"stream", "orders"},
-                                                                        {"group", "billing"},
-                                                                        {"shardCount", kShards},
-                                                                        {"config", config}}));
-  ASSERT_EQ(created.status, 201) << created.Describe();
+  std::unique_ptr<CoordinatorProcess> coordinator_owner;
+  json::object config = rsc::testing::FastLeases();
+  config["heartbeatIntervalMs"] = 500;
+  config["routingLeaseMs"] = kRoutingLeaseMs;
+  config["routingRefreshMs"] = kRoutingRefreshMs;
+  ASSERT_TRUE(
+      rsc::testing::StartLiveGroup(redis, coordinator_owner, "orders", "billing", kShards, config));
+  CoordinatorProcess& coordinator = *coordinator_owner;
 
   char tmpl[] = "/tmp/rsc-producer-it-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
@@ -140,9 +131,9 @@ TEST(ProducerIntegration, PublishesToRoutedShardsAndFailsClosedAfterCoordinatorD
     ASSERT_EQ(entries.type, CliReply::Type::kArray) << entries.ToString();
     for (const CliReply& entry : entries.elements) {
       ASSERT_EQ(entry.elements.size(), 2u);
-      const std::string key = Field(entry.elements[1], "key");
+      const std::string key = FieldValue(entry.elements[1], "key");
       EXPECT_EQ(ShardForKey(key, kShards), shard) << key << " on " << stream;
-      seen_per_key[key].push_back(std::stoi(Field(entry.elements[1], "seq")));
+      seen_per_key[key].push_back(std::stoi(FieldValue(entry.elements[1], "seq")));
       ++total;
     }
   }

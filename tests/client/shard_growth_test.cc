@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/live_group.h"
 #include "rsc/consumer.h"
 #include "rsc/producer.h"
 #include "rsc/routing.h"
@@ -50,6 +51,7 @@ using namespace std::chrono_literals;
 using rsc::testing::CliReply;
 using rsc::testing::CoordinatorOptions;
 using rsc::testing::CoordinatorProcess;
+using rsc::testing::FieldValue;
 using rsc::testing::HttpClient;
 using rsc::testing::HttpResult;
 using rsc::testing::JsonInt;
@@ -61,13 +63,6 @@ constexpr int kNewShards = 16;
 constexpr int kKeys = 64;
 constexpr char kStream[] = "growth";
 constexpr char kGroup[] = "readers";
-
-std::string Field(const StreamFields& fields, const std::string& name) {
-  for (const auto& [f, v] : fields) {
-    if (f == name) return v;
-  }
-  return "";
-}
 
 std::string ShardKey(int s) { return std::string("{") + kStream + ":" + std::to_string(s) + "}"; }
 
@@ -86,8 +81,8 @@ std::string Describe(const ConsumerStatus& s) {
 class Received {
  public:
   void Add(const Message& m) {
-    const std::string key = Field(m.fields, "key");
-    const int seq = std::stoi(Field(m.fields, "seq"));
+    const std::string key = FieldValue(m.fields, "key");
+    const int seq = std::stoi(FieldValue(m.fields, "seq"));
     // R5.2: a key is on its 8-shard shard or (after the growth) its 16-shard shard.
     const int32_t old_shard = ShardForKey(key, kOldShards);
     const int32_t new_shard = ShardForKey(key, kNewShards);
@@ -116,20 +111,8 @@ class Received {
 class ShardGrowth : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(redis_.Start());
-    coordinator_ =
-        std::make_unique<CoordinatorProcess>(CoordinatorOptions{.redis_url = redis_.Url()});
-    ASSERT_TRUE(coordinator_->Start());
-    HttpClient http(coordinator_->Port());
-    json::object config{{"heartbeatIntervalMs", 200}, {"memberLeaseMs", 2500},
-                        {"assignmentLeaseMs", 1500},  {"rebalanceTimeoutMs", 3000},
-                        {"routingLeaseMs", 3000},     {"routingRefreshMs", 300}};
-    HttpResult created =
-        http.Post("/v1/groups", json::value(json::object{{"stream", kStream},
-                                                         {"group", kGroup},
-                                                         {"shardCount", kOldShards},
-                                                         {"config", config}}));
-    ASSERT_EQ(created.status, 201) << created.Describe();
+    ASSERT_TRUE(rsc::testing::StartLiveGroup(redis_, coordinator_, kStream, kGroup, kOldShards,
+                                             rsc::testing::FastLeases()));
   }
 
   std::string Endpoint() const { return "127.0.0.1:" + std::to_string(coordinator_->Port()); }
