@@ -1,0 +1,683 @@
+#include "sim/checkers.h"
+
+// The rules are stated precisely in checkers.h; this file follows them in the same order:
+// holdings and leases (S1, S2, L1, L2), deliveries (S3, S4, S5), coordinator (S6–S9).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "sim/delivery_check.h"
+
+namespace rsc::sim {
+
+namespace {
+
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+// How many (version, lineage) answers a process remembers for M8: aliasing concerns the
+// versions near the highest one it reports, and this keeps memory bounded per process.
+constexpr size_t kRememberedAnswers = 256;
+
+int64_t Bound(int64_t lease_end) { return lease_end < 0 ? kUnbounded : lease_end; }
+
+// t + d without overflow (stamps come from logs; a bound is never negative).
+int64_t Plus(int64_t t, int64_t d) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(t, d, &r)) return d > 0 ? kUnbounded : INT64_MIN;
+  return r;
+}
+
+std::string LeaseText(int64_t lease_end) {
+  return lease_end < 0 ? std::string("unbounded") : std::to_string(lease_end);
+}
+
+// Answers built from stored state (the rest of the statuses are error codes).
+bool IsAnswer(const std::string& status) {
+  return status == "OK" || status == "REVOKE_PENDING" || status == "DRAIN" ||
+         status == "SYNC_METADATA";
+}
+
+// A heartbeat answer that tells a process the truth of the stored state.
+bool Untaints(const std::string& status) {
+  return status.empty() || IsAnswer(status) || status == "UNKNOWN_MEMBER_ID" ||
+         status == "FENCED_MEMBER_EPOCH";
+}
+
+bool IsRollback(const std::string& fault) {
+  return fault == "failover" || fault == "snapshot_restore" || fault == "rollback";
+}
+
+struct Hold {
+  int64_t acquire_t = 0;
+  int64_t lease_end = -1;
+};
+
+struct Proc {
+  std::string member;
+  std::string instance;
+  bool live = true;
+  int64_t lease_end = -1;  // member-wide assignment lease (kLease with shard -1)
+  bool tainted = false;
+  int64_t taint_t = 0;
+  std::map<int32_t, Hold> holds;
+  std::map<int64_t, std::string> answers;  // M8: version → lineage answered
+};
+
+enum class End { kHolding, kReleased, kCrashed, kStopped };
+
+// One holding of a shard, kept after it ends until another process acquires the shard
+// (S2 judges the handoff against it).
+struct Record {
+  std::string proc;
+  std::string member;
+  std::string instance;
+  int64_t acquire_t = 0;
+  End end = End::kHolding;
+  std::string detail;
+  int64_t end_t = 0;
+  int64_t lease_end = -1;    // at its end (while holding: see Proc::holds)
+  bool rolled_back = false;  // a rollback happened while its lease could still run
+};
+
+struct ShardState {
+  std::vector<Record> records;
+  std::vector<std::pair<std::string, std::string>> judged;  // overlapping pairs, judged once
+  int32_t holders = 0;
+};
+
+}  // namespace
+
+struct Checker::State {
+  explicit State(CheckerConfig c) : cfg(std::move(c)) {}
+
+  CheckerConfig cfg;
+  CheckerCounters n;
+  size_t index = 0;  // of the event being added
+  int64_t now = std::numeric_limits<int64_t>::min();
+  bool finished = false;
+  std::optional<Violation> out;  // the first violation of the event being added
+
+  std::unordered_map<std::string, Proc> procs;
+  std::unordered_map<int32_t, ShardState> shards;
+  std::unordered_map<std::string, int64_t> fenced_at;  // member → latest kFault "fence"
+  DeliveryCheck delivery;
+  // S6: commits by revision, each (version, lineage); S6 retries: identity → resp_digest.
+  std::unordered_map<int64_t, std::vector<std::pair<int64_t, std::string>>> commits;
+  std::unordered_map<std::string, std::string> responses;
+  bool key_deleted = false;
+  int64_t key_deleted_t = 0;
+  std::set<std::string> in_mutex;
+  // L1
+  int64_t single_held = 0;  // shards in [0, cfg.shards) held by exactly one process
+  bool l1_pending = false;
+  int64_t l1_heal_t = 0;
+  int64_t l1_deadline = 0;
+  size_t l1_index = 0;
+  // L2
+  bool coords_down = false;
+  int64_t coords_down_t = 0;
+
+  void Report(std::string invariant, std::string message, int64_t t) {
+    if (!out) out = Violation{std::move(invariant), std::move(message), t, index};
+  }
+
+  Proc& Touch(const HistEvent& e) {
+    Proc& p = procs[e.proc];
+    const bool consumer = e.kind == HistKind::kStart || e.kind == HistKind::kAcquire ||
+                          e.kind == HistKind::kLease || e.kind == HistKind::kRead ||
+                          e.kind == HistKind::kDeliver || e.kind == HistKind::kAck ||
+                          e.kind == HistKind::kRelease || e.kind == HistKind::kHeartbeat;
+    if (consumer && p.member.empty()) p.member = e.member;
+    return p;
+  }
+
+  void AddHolders(int32_t s, ShardState& sh, int32_t delta) {
+    const int32_t before = sh.holders;
+    sh.holders += delta;
+    if (s < 0 || s >= cfg.shards) return;
+    if (before == 1) --single_held;
+    if (sh.holders == 1) ++single_held;
+  }
+
+  // ── S1 ──
+  void Overlap(const std::string& p, const std::string& q, int32_t s, int64_t t,
+               std::string_view what) {
+    ShardState& sh = shards[s];
+    auto pair = std::minmax(p, q);
+    std::pair<std::string, std::string> key(pair.first, pair.second);
+    if (std::find(sh.judged.begin(), sh.judged.end(), key) != sh.judged.end()) return;
+    sh.judged.push_back(std::move(key));
+    const Proc& pp = procs[p];
+    const Proc& qq = procs[q];
+    if (pp.tainted || qq.tainted) {
+      ++n.overlaps_excused;
+      return;
+    }
+    const Hold& qh = qq.holds.at(s);
+    Report("S1",
+           fmt::format("split ownership of shard {}: {} {} at {} while {} holds it "
+                       "(acquired at {}, lease until {})",
+                       s, p, what, t, q, qh.acquire_t, LeaseText(qh.lease_end)),
+           t);
+  }
+
+  // Every other process with an active window on s at t overlaps p's (now active) window.
+  void CheckOthersActive(const std::string& p, int32_t s, int64_t t, std::string_view what) {
+    ShardState& sh = shards[s];
+    std::vector<std::string> active;
+    for (const Record& r : sh.records) {
+      if (r.proc == p || r.end != End::kHolding) continue;
+      if (t < Bound(procs[r.proc].holds.at(s).lease_end)) active.push_back(r.proc);
+    }
+    for (const std::string& q : active) Overlap(p, q, s, t, what);
+  }
+
+  void SetWindowLease(const std::string& name, Proc& p, int32_t s, int64_t lease_end, int64_t t) {
+    Hold& h = p.holds.at(s);
+    const int64_t old = h.lease_end;
+    h.lease_end = lease_end;
+    if (!p.tainted) {
+      // A renewal decided after every rollback confirms the grant (K4 would have revoked it).
+      for (Record& r : shards[s].records) {
+        if (r.proc == name && r.end == End::kHolding) r.rolled_back = false;
+      }
+    }
+    if (t >= Bound(old) && t < Bound(lease_end)) {
+      CheckOthersActive(name, s, t, "resumed by a lease");
+    }
+  }
+
+  // ── S2 ──
+  bool Justified(const Record& r, const Proc& acquirer, int64_t t) const {
+    if (r.end == End::kReleased &&
+        (r.detail == "drained" || r.detail == "revoked" || r.detail == "fenced")) {
+      return true;
+    }
+    if (Bound(r.lease_end) <= t) return true;
+    if (!r.member.empty()) {
+      auto f = fenced_at.find(r.member);
+      if (f != fenced_at.end() && f->second >= r.acquire_t) return true;
+    }
+    return (r.end == End::kCrashed || r.end == End::kStopped) && !r.instance.empty() &&
+           r.instance == acquirer.instance;
+  }
+
+  static std::string_view EndText(End e) {
+    switch (e) {
+      case End::kHolding:
+        return "still holds it";
+      case End::kReleased:
+        return "released it";
+      case End::kCrashed:
+        return "crashed";
+      case End::kStopped:
+        return "stopped";
+    }
+    return "";
+  }
+
+  void OnAcquire(const std::string& name, Proc& p, const HistEvent& e) {
+    const int32_t s = e.shard;
+    const int64_t t = e.t_us;
+    if (s < 0) return;
+    if (coords_down && cfg.max_assignment_lease_us > 0 && e.lease_end_us >= 0 &&
+        e.lease_end_us > Plus(coords_down_t, cfg.max_assignment_lease_us)) {
+      Report("L2",
+             fmt::format("{} acquired shard {} at {} with a lease until {}, but the "
+                         "coordinators have been down since {}",
+                         name, s, t, e.lease_end_us, coords_down_t),
+             t);
+    }
+    const int64_t lease = e.lease_end_us >= 0 ? e.lease_end_us : p.lease_end;
+    if (p.holds.count(s)) {  // acquired again while holding: a lease update
+      SetWindowLease(name, p, s, lease, t);
+      return;
+    }
+    ShardState& sh = shards[s];
+    bool handoff = false;
+    for (const Record& r : sh.records) {
+      if (r.proc == name) continue;
+      handoff = true;
+      if (r.end == End::kHolding) {
+        // An active holder is an overlap (S1); an expired one justifies the handoff.
+        continue;
+      }
+      if (Justified(r, p, t)) continue;
+      if (p.tainted || procs[r.proc].tainted || r.rolled_back) {
+        ++n.handoffs_excused;
+        continue;
+      }
+      Report("S2",
+             fmt::format("unjustified handoff of shard {}: {} acquired it at {} but the previous "
+                         "holder {} {} at {} ({}) with a lease until {}, was not fenced, and did "
+                         "not report it drained/revoked",
+                         s, name, t, r.proc, EndText(r.end), r.end_t,
+                         r.detail.empty() ? "-" : r.detail, LeaseText(r.lease_end)),
+             t);
+    }
+    CheckOthersActive(name, s, t, "acquired it");
+    if (handoff) ++n.handoffs;
+    std::erase_if(sh.records, [&](const Record& r) { return r.end != End::kHolding; });
+    Record rec;
+    rec.proc = name;
+    rec.member = p.member;
+    rec.instance = p.instance;
+    rec.acquire_t = t;
+    sh.records.push_back(std::move(rec));
+    p.holds[s] = Hold{t, lease};
+    AddHolders(s, sh, +1);
+  }
+
+  void EndHold(const std::string& name, Proc& p, int32_t s, End end, const std::string& detail,
+               int64_t t) {
+    auto it = p.holds.find(s);
+    if (it == p.holds.end()) return;
+    const int64_t lease = it->second.lease_end;
+    p.holds.erase(it);
+    ShardState& sh = shards[s];
+    for (Record& r : sh.records) {
+      if (r.proc != name || r.end != End::kHolding) continue;
+      r.end = end;
+      r.detail = detail;
+      r.end_t = t;
+      r.lease_end = lease;
+    }
+    std::erase_if(sh.judged, [&](const auto& pr) { return pr.first == name || pr.second == name; });
+    AddHolders(s, sh, -1);
+    ++n.intervals;
+  }
+
+  void EndAll(const std::string& name, Proc& p, End end, const std::string& detail, int64_t t) {
+    std::vector<int32_t> held;
+    for (const auto& [s, h] : p.holds) held.push_back(s);
+    for (int32_t s : held) EndHold(name, p, s, end, detail, t);
+  }
+
+  void OnLease(const std::string& name, Proc& p, const HistEvent& e) {
+    if (coords_down && cfg.max_assignment_lease_us > 0 &&
+        Bound(e.lease_end_us) > Plus(coords_down_t, cfg.max_assignment_lease_us)) {
+      Report("L2",
+             fmt::format("{} extended its lease to {} at {}, but the coordinators have "
+                         "been down since {}",
+                         name, LeaseText(e.lease_end_us), e.t_us, coords_down_t),
+             e.t_us);
+    }
+    if (e.shard >= 0) {
+      if (p.holds.count(e.shard)) SetWindowLease(name, p, e.shard, e.lease_end_us, e.t_us);
+      return;
+    }
+    p.lease_end = e.lease_end_us;
+    for (const auto& [s, h] : p.holds) SetWindowLease(name, p, s, e.lease_end_us, e.t_us);
+  }
+
+  void OnRead(const std::string& name, Proc& p, const HistEvent& e) {
+    const int64_t t = e.t_us;
+    if (coords_down && cfg.max_assignment_lease_us > 0 &&
+        t >= Plus(coords_down_t, cfg.max_assignment_lease_us)) {
+      Report("L2",
+             fmt::format("{} read shard {} at {}, but the coordinators have been down "
+                         "since {} (assignment leases are at most {} µs)",
+                         name, e.shard, t, coords_down_t, cfg.max_assignment_lease_us),
+             t);
+    }
+    if (e.shard < 0) return;
+    auto it = p.holds.find(e.shard);
+    if (it == p.holds.end()) {
+      Report("S1", fmt::format("{} read shard {} at {} without holding it", name, e.shard, t), t);
+      return;
+    }
+    if (t >= Bound(it->second.lease_end)) {
+      Report("S1",
+             fmt::format("read outside lease: {} read shard {} at {} but its lease ended "
+                         "at {}",
+                         name, e.shard, t, it->second.lease_end),
+             t);
+      return;
+    }
+    CheckOthersActive(name, e.shard, t, "read it");
+  }
+
+  void OnHeartbeat(const std::string& name, Proc& p, const HistEvent& e) {
+    if (p.tainted && e.sent_us > p.taint_t && Untaints(e.status)) p.tainted = false;
+    if (e.version < 0) return;
+    if (e.status == "SYNC_METADATA") {
+      p.answers.clear();  // it adopts the stored state as the truth (M4)
+      p.answers[e.version] = e.lineage;
+      return;
+    }
+    if (!e.status.empty() && !IsAnswer(e.status)) return;
+    auto [it, fresh] = p.answers.try_emplace(e.version, e.lineage);
+    if (!fresh && it->second != e.lineage) {
+      Report("S7",
+             fmt::format("M8: version aliasing: {} was answered {} with version {} lineage "
+                         "'{}', but earlier saw version {} with lineage '{}' (no "
+                         "SYNC_METADATA in between)",
+                         name, e.status.empty() ? "-" : e.status, e.version, e.lineage, e.version,
+                         it->second),
+             e.t_us);
+    }
+    if (p.answers.size() > kRememberedAnswers) p.answers.erase(p.answers.begin());
+  }
+
+  // ── S6, S7, S8 ──
+  void OnCommit(const HistEvent& e) {
+    if (cfg.check_coordinator && key_deleted) {
+      Report("S8",
+             fmt::format("commit of revision {} (version {}) at {} after the metadata key "
+                         "was deleted at {} and before a restore",
+                         e.revision, e.version, e.t_us, key_deleted_t),
+             e.t_us);
+    }
+    auto& v = commits[e.revision];
+    const std::pair<int64_t, std::string> c(e.version, e.lineage);
+    if (std::find(v.begin(), v.end(), c) == v.end()) v.push_back(c);
+  }
+
+  void OnDecision(const HistEvent& e) {
+    if (!cfg.check_coordinator) return;
+    const bool answer = IsAnswer(e.status);
+    const int64_t t = e.t_us;
+    if (answer && key_deleted) {
+      Report("S8",
+             fmt::format("{} answered {} for member {} at {} after the metadata key was "
+                         "deleted at {} and before a restore",
+                         e.proc, e.status, e.member, t, key_deleted_t),
+             t);
+    }
+    if (!answer) return;
+    // S7 / M2 / M8 on the coordinator's side.
+    if (e.req_version >= 0 && e.stored_version >= 0) {
+      const bool ahead = e.req_version > e.stored_version;
+      const bool diverged = e.req_version == e.stored_version && !e.req_lineage.empty() &&
+                            !e.lineage.empty() && e.req_lineage != e.lineage;
+      if (ahead || diverged) {
+        if (e.status != "SYNC_METADATA" || e.version != e.stored_version) {
+          Report("S7",
+                 fmt::format("{} answered {} (version {}) to member {} whose request had "
+                             "version {} lineage '{}' {} the stored version {} lineage "
+                             "'{}': must be SYNC_METADATA with the stored version",
+                             e.proc, e.status, e.version, e.member, e.req_version, e.req_lineage,
+                             ahead ? "ahead of" : "diverging from", e.stored_version, e.lineage),
+                 t);
+        } else {
+          ++n.syncs_after_rollback;
+        }
+      }
+    }
+    // S6: derives from a committed state.
+    if (e.revision < 0) {
+      Report("S6",
+             fmt::format("{} answered {} to member {} at {} from no revision", e.proc, e.status,
+                         e.member, t),
+             t);
+      return;
+    }
+    auto c = commits.find(e.revision);
+    if (c == commits.end()) {
+      if (e.revision != 1) {
+        Report("S6",
+               fmt::format("{} answered {} to member {} at {} from revision {}, which was "
+                           "never committed",
+                           e.proc, e.status, e.member, t, e.revision),
+               t);
+        return;
+      }
+    } else {
+      const std::pair<int64_t, std::string> mine(e.version, e.lineage);
+      if (std::find(c->second.begin(), c->second.end(), mine) == c->second.end()) {
+        Report("S6",
+               fmt::format("{} answered {} to member {} at {} with version {} lineage "
+                           "'{}', but revision {} was committed as version {} lineage '{}'",
+                           e.proc, e.status, e.member, t, e.version, e.lineage, e.revision,
+                           c->second.back().first, c->second.back().second),
+               t);
+        return;
+      }
+    }
+    if (e.req_digest.empty()) return;
+    std::string id = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", e.member, e.req_digest, e.revision,
+                                 e.version, e.lineage);
+    auto [it, fresh] = responses.try_emplace(std::move(id), e.resp_digest);
+    if (!fresh && it->second != e.resp_digest) {
+      Report("S6",
+             fmt::format("{} answered a retried request of member {} (request {}) on "
+                         "revision {} with response {}, but earlier with {}",
+                         e.proc, e.member, e.req_digest, e.revision, e.resp_digest, it->second),
+             t);
+    }
+  }
+
+  // ── faults ──
+  void OnFault(const HistEvent& e) {
+    const std::string& f = e.detail;
+    const int64_t t = e.t_us;
+    if (f == "heal") {
+      if (cfg.shards > 0 && cfg.convergence_bound_us > 0) {
+        l1_pending = true;
+        l1_heal_t = t;
+        l1_deadline = Plus(t, cfg.convergence_bound_us);
+        l1_index = index;
+      }
+    } else {
+      l1_pending = false;
+    }
+    if (IsRollback(f)) {
+      for (auto& [name, p] : procs) {
+        if (!p.live) continue;
+        p.tainted = true;
+        p.taint_t = std::max(p.taint_t, t);
+      }
+      for (auto& [s, sh] : shards) {
+        for (Record& r : sh.records) {
+          const int64_t lease =
+              r.end == End::kHolding ? procs[r.proc].holds.at(s).lease_end : r.lease_end;
+          if (Bound(lease) > t) r.rolled_back = true;
+        }
+      }
+    } else if (f == "fence") {
+      fenced_at[e.member] = t;
+    } else if (f == "key_delete") {
+      if (!key_deleted) key_deleted_t = t;
+      key_deleted = true;
+    } else if (f == "restore" || f == "create") {
+      key_deleted = false;
+    } else if (f == "coordinators_down") {
+      if (!coords_down) coords_down_t = t;
+      coords_down = true;
+    } else if (f == "coordinators_up") {
+      coords_down = false;
+    }
+  }
+
+  // ── L1 ──
+  bool Converged(int64_t t) {
+    if (cfg.shards <= 0 || single_held != cfg.shards) return false;
+    for (int32_t s = 0; s < cfg.shards; ++s) {
+      for (const Record& r : shards[s].records) {
+        if (r.end == End::kHolding && t >= Bound(procs[r.proc].holds.at(s).lease_end)) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  std::string Unconverged(int64_t t) {
+    std::vector<std::string> bad;
+    for (int32_t s = 0; s < cfg.shards && bad.size() < 10; ++s) {
+      std::vector<std::string> holders;
+      bool inactive = false;
+      for (const Record& r : shards[s].records) {
+        if (r.end != End::kHolding) continue;
+        holders.push_back(r.proc);
+        if (t >= Bound(procs[r.proc].holds.at(s).lease_end)) inactive = true;
+      }
+      if (holders.size() == 1 && !inactive) continue;
+      bad.push_back(holders.empty() ? fmt::format("{}: nobody", s)
+                                    : fmt::format("{}: {}{}", s, fmt::join(holders, "+"),
+                                                  inactive ? " (lease ended)" : ""));
+    }
+    return fmt::format("{}", fmt::join(bad, "; "));
+  }
+
+  void L1Failed(int64_t t) {
+    Report("L1",
+           fmt::format("no convergence within {} µs of the heal at {}: shards not held "
+                       "by exactly one live consumer inside its lease: {}",
+                       cfg.convergence_bound_us, l1_heal_t, Unconverged(t)),
+           l1_deadline);
+    l1_pending = false;
+  }
+
+  std::optional<Violation> Add(const HistEvent& e) {
+    index = static_cast<size_t>(n.events++);
+    out.reset();
+    if (l1_pending && e.t_us > l1_deadline) L1Failed(now);
+    now = std::max(now, e.t_us);
+    Proc* p = e.proc.empty() ? nullptr : &Touch(e);
+    const std::string& name = e.proc;
+    switch (e.kind) {
+      case HistKind::kStart:
+        if (p) {
+          p->live = true;
+          p->instance = e.detail;
+        }
+        break;
+      case HistKind::kStop:
+      case HistKind::kCrash:
+        if (p) {
+          const End end = e.kind == HistKind::kCrash ? End::kCrashed : End::kStopped;
+          EndAll(name, *p, end, e.detail, e.t_us);
+          p->live = false;
+          in_mutex.erase(name);
+        }
+        break;
+      case HistKind::kAcquire:
+        if (p) OnAcquire(name, *p, e);
+        break;
+      case HistKind::kLease:
+        if (p) OnLease(name, *p, e);
+        break;
+      case HistKind::kRead:
+        if (p) OnRead(name, *p, e);
+        break;
+      case HistKind::kRelease:
+        if (p && e.shard < 0) {
+          EndAll(name, *p, End::kReleased, e.detail, e.t_us);
+        } else if (p) {
+          EndHold(name, *p, e.shard, End::kReleased, e.detail, e.t_us);
+        }
+        break;
+      case HistKind::kHeartbeat:
+        if (p) OnHeartbeat(name, *p, e);
+        break;
+      case HistKind::kDeliver:
+        if (auto v = delivery.OnDeliver(e, n)) Report("S4", std::move(*v), e.t_us);
+        break;
+      case HistKind::kAck:
+        break;
+      case HistKind::kPublish:
+        ++n.publishes;
+        if (e.lease_end_us < 0) {
+          Report("S5",
+                 fmt::format("{} published key '{}' seq {} at {} with no known routing "
+                             "lease",
+                             name, e.key, e.seq, e.t_us),
+                 e.t_us);
+        } else if (e.t_us >= e.lease_end_us) {
+          Report("S5",
+                 fmt::format("{} published key '{}' seq {} at {} on routing whose lease "
+                             "ended at {}",
+                             name, e.key, e.seq, e.t_us, e.lease_end_us),
+                 e.t_us);
+        }
+        if (coords_down && cfg.max_routing_lease_us > 0 &&
+            e.t_us >= Plus(coords_down_t, cfg.max_routing_lease_us)) {
+          Report("L2",
+                 fmt::format("{} published key '{}' seq {} at {}, but the coordinators "
+                             "have been down since {} (routing leases are at most {} µs)",
+                             name, e.key, e.seq, e.t_us, coords_down_t, cfg.max_routing_lease_us),
+                 e.t_us);
+        }
+        delivery.OnPublish(e, index, n);
+        break;
+      case HistKind::kPublishRefused:
+        ++n.refused_publishes;
+        break;
+      case HistKind::kLost:
+        delivery.OnLost(e, n);
+        break;
+      case HistKind::kCommit:
+        OnCommit(e);
+        break;
+      case HistKind::kDecision:
+        OnDecision(e);
+        break;
+      case HistKind::kMutexEnter:
+        if (std::any_of(in_mutex.begin(), in_mutex.end(),
+                        [&](const std::string& q) { return q != name; })) {
+          ++n.mutex_double_entries;
+        }
+        in_mutex.insert(name);
+        break;
+      case HistKind::kMutexExit:
+        in_mutex.erase(name);
+        break;
+      case HistKind::kFault:
+        OnFault(e);
+        break;
+    }
+    if (l1_pending && Converged(now)) l1_pending = false;
+    return std::move(out);
+  }
+
+  std::vector<Violation> Finish() {
+    std::vector<Violation> v;
+    if (finished) return v;
+    finished = true;
+    out.reset();
+    if (l1_pending) {
+      index = l1_index;
+      Report("L1",
+             fmt::format("the run ended before convergence: within {} µs of the heal at "
+                         "{} shards were not held by exactly one live consumer inside its "
+                         "lease: {}",
+                         cfg.convergence_bound_us, l1_heal_t, Unconverged(now)),
+             l1_deadline);
+      l1_pending = false;
+      v.push_back(std::move(*out));
+    }
+    if (cfg.check_delivery) {
+      if (auto missing = delivery.Undelivered()) {
+        v.push_back(Violation{"S3", std::move(missing->message), missing->t_us, missing->index});
+      }
+    }
+    return v;
+  }
+};
+
+Checker::Checker(CheckerConfig config) : st_(std::make_unique<State>(std::move(config))) {}
+Checker::~Checker() = default;
+Checker::Checker(Checker&&) noexcept = default;
+Checker& Checker::operator=(Checker&&) noexcept = default;
+
+std::optional<Violation> Checker::Add(const HistEvent& e) { return st_->Add(e); }
+std::vector<Violation> Checker::Finish() { return st_->Finish(); }
+const CheckerCounters& Checker::counters() const { return st_->n; }
+
+CheckReport CheckHistory(const History& events, const CheckerConfig& config) {
+  Checker checker(config);
+  CheckReport report;
+  for (const HistEvent& e : events) {
+    if (auto v = checker.Add(e)) report.violations.push_back(std::move(*v));
+  }
+  for (Violation& v : checker.Finish()) report.violations.push_back(std::move(v));
+  report.counters = checker.counters();
+  return report;
+}
+
+}  // namespace rsc::sim
