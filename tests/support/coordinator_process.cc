@@ -89,6 +89,9 @@ std::vector<std::string> CoordinatorProcess::Args() const {
   }
   exit_code_.reset();
   port_ = 0;
+  // A restart appends to the same log: only lines written by this incarnation count, or
+  // Start() would parse the previous incarnation's listening port.
+  log_offset_ = Log().size();
   const std::vector<std::string> args = Args();
   std::vector<char*> argv;
   for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
@@ -125,7 +128,7 @@ std::vector<std::string> CoordinatorProcess::Args() const {
   const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
   for (;;) {
     const std::string log = Log();
-    if (size_t p = log.find(kNeedle); p != std::string::npos) {
+    if (size_t p = log.find(kNeedle, log_offset_); p != std::string::npos) {
       port_ = std::atoi(log.c_str() + p + kNeedle.size());
       if (port_ > 0) return ::testing::AssertionSuccess();
       return ::testing::AssertionFailure()

@@ -74,6 +74,7 @@ class CoordinatorProcess {
   CoordinatorOptions options_;
   std::string dir_;
   std::string log_path_;
+  size_t log_offset_ = 0;  // log size when the current incarnation was spawned
   pid_t pid_ = -1;
   int port_ = 0;
   std::optional<int> exit_code_;

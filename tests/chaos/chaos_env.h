@@ -1,0 +1,353 @@
+#pragma once
+// The real-process chaos environment (issue 4): a redis-server master with one replica,
+// two rsc-coordinator processes, and seeded TCP fault proxies in front of everything a
+// client or a coordinator talks to:
+//
+//   workers ──► coord_proxy[0] ──► coordinator 0 ──┐
+//           ──► coord_proxy[1] ──► coordinator 1 ──┼─► redis_proxy ──► master ◄── repl_proxy ◄──
+//           replica ──────────────────────────────────────┘   (the "virtual IP")      (replication
+//           link)
+//
+// The faults it can inject, each recorded in the driver's own history (sim/history.h) with
+// CLOCK_MONOTONIC stamps so the same checkers judge it together with the workers' logs:
+//   * failover that loses the last writes: the replication link is blackholed, writes go
+//     on for a while on the master only, then the replica is promoted and the virtual IP
+//     moves to it; every acknowledged stream entry only the old master had is recorded as
+//     `lost` (the S3 excuse), and the fault as `failover` (the S1 taint);
+//   * restore of an older snapshot: the master restarts from an RDB saved earlier
+//     (`snapshot_restore`, with `lost` entries);
+//   * SCRIPT FLUSH on master and replica (`script_flush`);
+//   * deletion of the group's metadata key (`key_delete`) and the operator's restore from
+//     an export taken just before (`restore`);
+//   * coordinator SIGKILL + restart, SIGSTOP/SIGCONT, proxy delay/reset/blackhole.
+// Sleeping in this file is the length of a fault, never synchronisation; every wait for a
+// state is bounded and says what did not happen.
+//
+// Thread safety: none; the chaos test drives it from one thread.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <time.h>
+
+#include <boost/json.hpp>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sim/history.h"
+#include "support/coordinator_process.h"
+#include "support/fault_proxy.h"
+#include "support/http_client.h"
+#include "support/redis_cli.h"
+#include "support/redis_process.h"
+#include "support/wait.h"
+
+namespace rsc::testing {
+
+inline int64_t MonotonicUs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+struct ChaosConfig {
+  std::string stream = "chaos";
+  std::string group = "workers";
+  int shards = 8;
+  uint64_t seed = 1;
+  boost::json::object group_config;
+};
+
+class ChaosEnv {
+ public:
+  explicit ChaosEnv(ChaosConfig config) : config_(std::move(config)), rng_(config_.seed) {}
+
+  // ── set-up ──
+  ::testing::AssertionResult Start() {
+    nodes_[0] = std::make_unique<RedisProcess>(RedisProcessOptions{});
+    if (auto r = nodes_[0]->Start(); !r) return r;
+    repl_proxy_ = std::make_unique<FaultProxy>(nodes_[0]->Port(), rng_());
+    nodes_[1] =
+        std::make_unique<RedisProcess>(RedisProcessOptions{.replicaof_port = repl_proxy_->port()});
+    if (auto r = nodes_[1]->Start(); !r) return r;
+    redis_proxy_ = std::make_unique<FaultProxy>(nodes_[0]->Port(), rng_());
+    for (int i = 0; i < 2; ++i) {
+      coordinators_[i] = std::make_unique<CoordinatorProcess>(
+          CoordinatorOptions{.redis_url = RedisUrl(), .tick_interval_ms = 100});
+      if (auto r = coordinators_[i]->Start(); !r) return r;
+      coord_proxies_[i] = std::make_unique<FaultProxy>(coordinators_[i]->Port(), rng_());
+    }
+    HttpClient http(coordinators_[0]->Port());
+    HttpResult created = http.Post(
+        "/v1/groups", boost::json::value(boost::json::object{{"stream", config_.stream},
+                                                             {"group", config_.group},
+                                                             {"shardCount", config_.shards},
+                                                             {"config", config_.group_config}}));
+    if (created.status != 201) {
+      return ::testing::AssertionFailure() << "creating the group: " << created.Describe();
+    }
+    return WaitReplicaInSync(std::chrono::seconds(10));
+  }
+
+  // What clients use: the virtual IP of Redis and the two coordinator proxies.
+  std::string RedisUrl() const {
+    return "redis://127.0.0.1:" + std::to_string(redis_proxy_->port());
+  }
+  std::vector<std::string> CoordinatorEndpoints() const {
+    return {"127.0.0.1:" + std::to_string(coord_proxies_[0]->port()),
+            "127.0.0.1:" + std::to_string(coord_proxies_[1]->port())};
+  }
+  RedisProcess& master() { return *nodes_[master_]; }
+  RedisProcess& replica() { return *nodes_[1 - master_]; }
+  CoordinatorProcess& coordinator(int i) { return *coordinators_[i]; }
+  FaultProxy& coord_proxy(int i) { return *coord_proxies_[i]; }
+  FaultProxy& redis_proxy() { return *redis_proxy_; }
+  std::mt19937_64& rng() { return rng_; }
+  const sim::History& history() const { return history_; }
+
+  // ── the driver's own history ──
+  void Record(sim::HistKind kind, std::string detail, std::string proc = "driver") {
+    sim::HistEvent e;
+    e.t_us = MonotonicUs();
+    e.kind = kind;
+    e.proc = std::move(proc);
+    e.detail = std::move(detail);
+    history_.push_back(std::move(e));
+  }
+  void RecordFault(const std::string& kind) { Record(sim::HistKind::kFault, kind); }
+  std::map<std::string, int64_t>& fault_counts() { return fault_counts_; }
+
+  // ── Redis faults ──
+
+  // Shard stream contents (entry ids per shard) as `node` holds them.
+  std::map<int, std::set<std::string>> StreamIds(RedisProcess& node) {
+    std::map<int, std::set<std::string>> out;
+    auto cli = node.Cli();
+    if (!cli) return out;
+    for (int s = 0; s < config_.shards; ++s) {
+      const CliReply r = cli->Run({"XRANGE", ShardStream(s), "-", "+"});
+      for (const CliReply& entry : r.elements) {
+        if (!entry.elements.empty()) out[s].insert(entry.elements[0].str);
+      }
+    }
+    return out;
+  }
+
+  // Records a `lost` event for every id `before` has and `after` lacks.
+  int64_t RecordLost(const std::map<int, std::set<std::string>>& before,
+                     const std::map<int, std::set<std::string>>& after) {
+    int64_t n = 0;
+    const int64_t t = MonotonicUs();
+    for (const auto& [shard, ids] : before) {
+      auto it = after.find(shard);
+      for (const std::string& id : ids) {
+        if (it != after.end() && it->second.contains(id)) continue;
+        sim::HistEvent e;
+        e.t_us = t;
+        e.kind = sim::HistKind::kLost;
+        e.proc = "driver";
+        e.shard = shard;
+        e.stream = ShardStream(shard);
+        e.id = id;
+        history_.push_back(std::move(e));
+        ++n;
+      }
+    }
+    lost_ += n;
+    return n;
+  }
+  int64_t lost() const { return lost_; }
+
+  // Failover that loses the last writes (see the file comment). `cut_for`: how long the
+  // master accepts writes the replica never gets.
+  ::testing::AssertionResult FailoverLosingWrites(std::chrono::milliseconds cut_for) {
+    if (auto r = WaitReplicaInSync(std::chrono::seconds(10)); !r) return r;
+    repl_proxy_->SetFaults({.blackhole = true});
+    std::this_thread::sleep_for(cut_for);  // the fault's length: writes the replica misses
+    RecordFault("failover");
+    ++fault_counts_["failover"];
+    RedisProcess& old_master = master();
+    RedisProcess& promoted = replica();
+    if (!promoted.Cli()->Run({"REPLICAOF", "NO", "ONE"}).ok()) {
+      return ::testing::AssertionFailure() << "REPLICAOF NO ONE failed";
+    }
+    redis_proxy_->Retarget(promoted.Port());
+    redis_proxy_->ResetAll();
+    // Every reply a client received from the old master was sent before the reset, so the
+    // old master's streams now hold every acknowledged entry it will ever have.
+    const auto before = StreamIds(old_master);
+    const auto after = StreamIds(promoted);
+    RecordLost(before, after);
+    old_master.Kill();
+    master_ = 1 - master_;
+    // The old master comes back as the new replica (its own data is discarded by the full
+    // resynchronisation), so the next failover has a replica again.
+    repl_proxy_->Retarget(master().Port());
+    repl_proxy_->ResetAll();
+    repl_proxy_->SetFaults({});
+    if (auto r = old_master.Start(); !r) return r;
+    if (!old_master.Cli()
+             ->Run({"REPLICAOF", "127.0.0.1", std::to_string(repl_proxy_->port())})
+             .ok()) {
+      return ::testing::AssertionFailure() << "REPLICAOF on the old master failed";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // Saves a snapshot of the master now (RDB), for a later RestoreOlderSnapshot.
+  ::testing::AssertionResult SaveSnapshot() {
+    if (!master().Cli()->Run({"SAVE"}).ok()) return ::testing::AssertionFailure() << "SAVE";
+    std::error_code ec;
+    snapshot_path_ = master().Dir() + "/../chaos-snapshot-" + std::to_string(config_.seed) + "-" +
+                     std::to_string(++snapshots_) + ".rdb";
+    std::filesystem::copy_file(master().Dir() + "/dump.rdb", snapshot_path_,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return ::testing::AssertionFailure() << "copying dump.rdb: " << ec.message();
+    snapshot_from_ = master_;
+    return ::testing::AssertionSuccess();
+  }
+  bool has_snapshot() const { return !snapshot_path_.empty() && snapshot_from_ == master_; }
+
+  // The master restarts from the snapshot saved earlier: everything written since is lost
+  // (metadata, liveness, stream entries, consumer-group state) — an operator restoring a
+  // backup, or a restart from a stale disk.
+  ::testing::AssertionResult RestoreOlderSnapshot() {
+    if (!has_snapshot()) return ::testing::AssertionFailure() << "no snapshot of this master";
+    redis_proxy_->SetFaults({.blackhole = true});  // clients wait, as for a restarting host
+    RecordFault("snapshot_restore");
+    ++fault_counts_["snapshot_restore"];
+    const auto before = StreamIds(master());
+    if (auto r = master().Stop(/*save=*/false); !r) return r;
+    std::error_code ec;
+    std::filesystem::copy_file(snapshot_path_, master().Dir() + "/dump.rdb",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return ::testing::AssertionFailure() << "restoring dump.rdb: " << ec.message();
+    if (auto r = master().Start(); !r) return r;
+    const auto after = StreamIds(master());
+    RecordLost(before, after);
+    redis_proxy_->ResetAll();
+    redis_proxy_->SetFaults({});
+    snapshot_path_.clear();
+    // The replica resynchronises from the restarted master (its offset is ahead of the
+    // snapshot's, so a full resync discards what it had).
+    return ::testing::AssertionSuccess();
+  }
+
+  void ScriptFlush() {
+    RecordFault("script_flush");
+    ++fault_counts_["script_flush"];
+    for (auto& n : nodes_) {
+      if (n && n->running()) {
+        if (auto cli = n->Cli()) cli->Run({"SCRIPT", "FLUSH"});
+      }
+    }
+  }
+
+  // Deletes the group's metadata hash, waits `gone_for`, then restores it from an export
+  // taken just before the deletion (the operator's runbook path).
+  ::testing::AssertionResult DeleteMetadataThenRestore(std::chrono::milliseconds gone_for) {
+    HttpClient http(LiveCoordinatorPort());
+    HttpResult exported =
+        http.Get("/v1/groups/" + config_.stream + "/" + config_.group + "/export");
+    if (exported.status != 200) {
+      return ::testing::AssertionFailure() << "export: " << exported.Describe();
+    }
+    RecordFault("key_delete");
+    ++fault_counts_["key_delete"];
+    master().Cli()->Run(
+        {"DEL", "redis-stream:coord:{" + config_.stream + ":" + config_.group + "}:metadata"});
+    std::this_thread::sleep_for(gone_for);  // the outage's length
+    HttpClient http2(LiveCoordinatorPort());
+    HttpResult restored = http2.Post("/v1/groups/restore", std::string_view(exported.body));
+    if (restored.status != 200) {
+      return ::testing::AssertionFailure() << "restore: " << restored.Describe();
+    }
+    RecordFault("restore");
+    return ::testing::AssertionSuccess();
+  }
+
+  // ── coordinator faults ──
+  void KillCoordinator(int i) {
+    Record(sim::HistKind::kCrash, "", "coordinator-" + std::to_string(i));
+    ++fault_counts_["coordinator_kill"];
+    coordinators_[i]->Kill();
+  }
+  ::testing::AssertionResult RestartCoordinator(int i) {
+    if (auto r = coordinators_[i]->Start(); !r) return r;
+    coord_proxies_[i]->Retarget(coordinators_[i]->Port());
+    coord_proxies_[i]->ResetAll();
+    return ::testing::AssertionSuccess();
+  }
+  void PauseCoordinator(int i) {
+    ++fault_counts_["coordinator_pause"];
+    ::kill(coordinators_[i]->Pid(), SIGSTOP);
+  }
+  void ResumeCoordinator(int i) { ::kill(coordinators_[i]->Pid(), SIGCONT); }
+
+  // Lifts every proxy fault and resumes every paused coordinator.
+  void HealNetwork() {
+    for (auto& p : coord_proxies_) p->SetFaults({});
+    redis_proxy_->SetFaults({});
+    repl_proxy_->SetFaults({});
+    for (auto& c : coordinators_) {
+      if (c->running()) ::kill(c->Pid(), SIGCONT);
+    }
+  }
+
+  ::testing::AssertionResult WaitReplicaInSync(std::chrono::milliseconds deadline) {
+    return WaitFor(
+        [&] {
+          auto m = master().Cli();
+          auto r = replica().Cli();
+          if (!m || !r) return false;
+          const CliReply mi = m->Run({"INFO", "replication"});
+          const CliReply ri = r->Run({"INFO", "replication"});
+          const std::string mo = InfoField(mi.str, "master_repl_offset");
+          return !mo.empty() && InfoField(ri.str, "master_link_status") == "up" &&
+                 InfoField(ri.str, "master_repl_offset") == mo;
+        },
+        deadline, "the replica is in sync with the master");
+  }
+
+  int LiveCoordinatorPort() {
+    for (auto& c : coordinators_) {
+      if (c->running()) return c->Port();
+    }
+    return coordinators_[0]->Port();
+  }
+
+  std::string ShardStream(int s) const {
+    return "{" + config_.stream + ":" + std::to_string(s) + "}";
+  }
+
+ private:
+  static std::string InfoField(const std::string& info, const std::string& name) {
+    const std::string needle = name + ":";
+    const size_t at = info.find(needle);
+    if (at == std::string::npos) return "";
+    const size_t end = info.find_first_of("\r\n", at);
+    return info.substr(at + needle.size(), end - at - needle.size());
+  }
+
+  ChaosConfig config_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<RedisProcess> nodes_[2];
+  int master_ = 0;
+  std::unique_ptr<FaultProxy> repl_proxy_;
+  std::unique_ptr<FaultProxy> redis_proxy_;
+  std::unique_ptr<CoordinatorProcess> coordinators_[2];
+  std::unique_ptr<FaultProxy> coord_proxies_[2];
+  sim::History history_;
+  std::map<std::string, int64_t> fault_counts_;
+  std::string snapshot_path_;
+  int snapshot_from_ = -1;
+  int snapshots_ = 0;
+  int64_t lost_ = 0;
+};
+
+}  // namespace rsc::testing
