@@ -19,11 +19,16 @@
 //   XACK; the next owner's takeover redelivers those entries).
 //
 // Handler contract: it runs on the shard's reader thread, one message at a time per shard
-// (different shards run concurrently). It must be bounded: a hanging handler keeps its
-// shard DRAINING until the assignment lease ends, after which the shard is abandoned and
+// (different shards run concurrently). It must be bounded; a call is never interrupted. A
+// hanging handler stalls its shard: successful heartbeats keep renewing the assignment
+// lease, so an unrevoked shard just makes no progress, and a revoked one stays DRAINING
+// until the coordinator fences the member for draining past rebalanceTimeoutMs (or, if
+// heartbeats fail, until the lease ends). Then every shard of the member is abandoned and
 // may be given to another member while the call is still running (its work then overlaps
-// the new owner's); Stop() and the destructor wait for every running handler call to
-// return. It must not call Stop() or the destructor (use HandlerErrorPolicy::kStop).
+// the new owner's, which redelivers the entry); when the call returns nothing is XACKed
+// and the rest of its batch is not handled. Stop() and the destructor wait for every
+// running handler call to return. It must not call Stop() or the destructor (use
+// HandlerErrorPolicy::kStop). docs/consumer.md §5 has the details.
 //
 // Thread safety: all methods may be called from any thread except, for Stop() and the
 // destructor, the handler itself.

@@ -8,6 +8,12 @@
 //   everything published afterwards;
 // - kDeadLetter: a message whose handler throws ends in the shard's dead-letter stream, the
 //   rest is processed and nothing stays pending;
+// - kRetry with a throwing handler retries in place until it succeeds; kStop counts a
+//   non-std throw as a failure;
+// - a hanging handler: its shards stall (lease renewed), a revoked one stays DRAINING until
+//   the rebalance timeout fences the member, the entries move to the other member, and
+//   Stop() waits for the hung calls, which then XACK nothing; Stop() while a call hangs on
+//   a shard nobody revoked gives up after shutdown_timeout and the member expires;
 // - the coordinator killed for longer than the assignment lease: the consumer stops reading
 //   (C4) and resumes when a new coordinator process serves the same Redis.
 
@@ -21,6 +27,7 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +35,9 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/live_group.h"
@@ -405,6 +414,440 @@ TEST_F(ConsumerIntegration, StopPolicyShutsTheConsumerDownAndKeepsTheEntryPendin
   EXPECT_EQ(attempts.load(), 2);
   EXPECT_EQ(PendingTotal(), 1) << "the failed entry stays pending for the next start";
   consumer->Stop();
+}
+
+// kRetry with a handler that *throws* (the other kRetry test returns Fail): a throw is a
+// failed attempt like any other — retried in place with Message::attempt counting up,
+// max_attempts ignored, the key making no progress meanwhile — and once the handler
+// succeeds the entry is XACKed and the entries behind it follow, in order.
+TEST_F(ConsumerIntegration, RetryPolicyRetriesAThrowingHandlerInPlaceUntilItSucceeds) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  ConsumerOptions o = Options();
+  o.on_handler_error = HandlerErrorPolicy::kRetry;
+  o.max_attempts = 2;  // must not matter under kRetry
+  std::mutex mu;
+  std::vector<std::pair<int, int>> calls;  // (seq, attempt) of every call
+  std::unique_ptr<Consumer> consumer = MakeConsumer(o, [&](const Message& m) {
+    const int seq = std::stoi(FieldValue(m.fields, "seq"));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.emplace_back(seq, m.attempt);
+    }
+    if (seq == 0 && m.attempt <= 3) {
+      throw std::runtime_error("flaky attempt " + std::to_string(m.attempt));
+    }
+    return HandlerResult::Ok();
+  });
+  ASSERT_NE(consumer, nullptr);
+  std::vector<ProducerMessage> batch;
+  for (int seq = 0; seq < 3; ++seq) {
+    batch.push_back({"flaky", {{"key", "flaky"}, {"seq", std::to_string(seq)}}});
+  }
+  for (const auto& r : producer->PublishBatch(batch)) ASSERT_TRUE(r.ok()) << r.error().message;
+  consumer->Start();
+  ASSERT_TRUE(WaitFor([&] { return consumer->Status().messages_acked == 3; }, 15s,
+                      "all three entries handled and XACKed"))
+      << Describe(consumer->Status());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const std::vector<std::pair<int, int>> expected{{0, 1}, {0, 2}, {0, 3}, {0, 4}, {1, 1}, {2, 1}};
+    EXPECT_EQ(calls, expected) << "retried in place, attempts counted, order kept";
+  }
+  const ConsumerStatus st = consumer->Status();
+  EXPECT_EQ(st.handler_failures, 3);
+  EXPECT_EQ(st.messages_handled, 3);
+  EXPECT_EQ(st.dead_lettered, 0);
+  EXPECT_NE(st.last_handler_error.find("handler threw: flaky attempt 3"), std::string::npos)
+      << st.last_handler_error;
+  EXPECT_FALSE(st.stopped);
+  EXPECT_EQ(PendingTotal(), 0);
+  consumer->Stop();
+  EXPECT_EQ(consumer->Status().phase, "left") << Describe(consumer->Status());
+}
+
+// kStop with a handler that throws something that is not a std::exception: caught, counted
+// as a failure with a generic reason, and after max_attempts the consumer stops cleanly
+// with the entry still pending.
+TEST_F(ConsumerIntegration, StopPolicyTreatsANonStdThrowAsAFailure) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  ConsumerOptions o = Options();
+  o.on_handler_error = HandlerErrorPolicy::kStop;
+  o.max_attempts = 2;
+  std::atomic<int> attempts{0};
+  std::unique_ptr<Consumer> consumer = MakeConsumer(o, [&](const Message&) -> HandlerResult {
+    ++attempts;
+    throw 42;
+  });
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_TRUE(producer->Publish("odd", {{"key", "odd"}, {"seq", "1"}}).ok());
+  consumer->Start();
+  ASSERT_TRUE(
+      WaitFor([&] { return consumer->Status().stopped; }, 15s, "kStop shuts the consumer down"))
+      << Describe(consumer->Status());
+  const ConsumerStatus st = consumer->Status();
+  EXPECT_EQ(st.phase, "left") << Describe(st);
+  EXPECT_NE(st.stop_error.find("handler threw a non-std exception"), std::string::npos)
+      << st.stop_error;
+  EXPECT_EQ(attempts.load(), 2);
+  EXPECT_EQ(st.handler_failures, 2);
+  EXPECT_EQ(st.messages_acked, 0);
+  EXPECT_EQ(PendingTotal(), 1) << "the failed entry stays pending for the next start";
+  consumer->Stop();
+}
+
+// Blocks handler calls until Release(), as the test decides (no sleeps). Thread-safe.
+class HandlerGate {
+ public:
+  void Hold() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++entered_;
+    cv_.wait(lock, [&] { return released_; });
+    ++returned_;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  int entered() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entered_;
+  }
+  int returned() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return returned_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  int entered_ = 0;
+  int returned_ = 0;
+};
+
+int64_t CommandCalls(rsc::testing::RedisCli& cli, const std::string& command) {
+  const CliReply r = cli.Run({"INFO", "commandstats"});
+  const std::string needle = "cmdstat_" + command + ":calls=";
+  const size_t at = r.str.find(needle);
+  return at == std::string::npos ? 0 : std::atoll(r.str.c_str() + at + needle.size());
+}
+
+// A handler that hangs (docs/consumer.md §5). Member a reads all 4 shards and its handler
+// blocks on the first entry of each; behind each hung entry a second one waits in the same
+// batch.
+// - No revoke: the shards just stall. Heartbeats go on and keep renewing the lease (longer
+//   than one assignment lease passes without a lease expiry); nothing is XACKed.
+// - b joins: two of a's shards are revoked. They stay DRAINING — the lease keeps being
+//   renewed, so it never ends — until the coordinator fences a for draining past
+//   rebalanceTimeoutMs (SPEC §4.4, K1c). Fenced, a abandons every shard (no XACK) and
+//   rejoins; b takes hung shards over and gets the hung entries redelivered (C7) while a's
+//   calls still run.
+// - a's Stop() leaves the group but returns only after the hung calls return; released, they
+//   neither XACK nor go on with the entries behind them.
+TEST_F(ConsumerIntegration, HangingHandlerStallsItsShardsUntilTheRebalanceTimeoutFencesIt) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  std::map<int32_t, std::string> key_of;  // one key per shard
+  for (int i = 0; key_of.size() < kAllShards.size(); ++i) {
+    const std::string k = "hang-" + std::to_string(i);
+    key_of.emplace(ShardForKey(k, kShards), k);
+  }
+  std::vector<ProducerMessage> batch;
+  for (const auto& [shard, key] : key_of) {
+    batch.push_back({key, {{"key", key}, {"role", "hang"}}});
+    batch.push_back({key, {{"key", key}, {"role", "next"}}});
+  }
+  // Entry ids are per stream: an entry is named "<stream> <id>".
+  auto name_of = [](const std::string& stream, const std::string& id) { return stream + " " + id; };
+  std::set<std::string> hang_ids, all_ids;
+  {
+    const auto results = producer->PublishBatch(batch);
+    for (size_t i = 0; i < results.size(); ++i) {
+      ASSERT_TRUE(results[i].ok()) << results[i].error().message;
+      const std::string stream =
+          "{orders:" + std::to_string(ShardForKey(batch[i].key, kShards)) + "}";
+      all_ids.insert(name_of(stream, results[i].value()));
+      if (i % 2 == 0) hang_ids.insert(name_of(stream, results[i].value()));
+    }
+  }
+
+  HandlerGate gate;
+  std::mutex mu;
+  std::vector<std::string> a_calls;                      // ids a's handler was called with
+  std::map<std::string, std::vector<int>> b_deliveries;  // id → attempts seen by b
+  auto a_handler = [&](const Message& m) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      a_calls.push_back(name_of(m.stream, m.id));
+    }
+    if (FieldValue(m.fields, "role") == "hang") gate.Hold();
+    return HandlerResult::Ok();
+  };
+  auto b_handler = [&](const Message& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    b_deliveries[name_of(m.stream, m.id)].push_back(m.attempt);
+    return HandlerResult::Ok();
+  };
+  auto b_seen = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string out = "b got:";
+    for (const auto& [id, attempts] : b_deliveries) out += " [" + id + "]";
+    out += "; hung:";
+    for (const std::string& id : hang_ids) out += " [" + id + "]";
+    return out;
+  };
+  auto b_received = [&](const std::set<std::string>& ids) {
+    std::lock_guard<std::mutex> lock(mu);
+    int n = 0;
+    for (const std::string& id : ids) n += b_deliveries.count(id) != 0 ? 1 : 0;
+    return n;
+  };
+  std::unique_ptr<Consumer> a = MakeConsumer(Options(), a_handler);
+  std::unique_ptr<Consumer> b = MakeConsumer(Options(), b_handler);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  // a's Stop() runs on its own thread (it must block while a call hangs). Whatever happens
+  // below, the gate is released and that thread joined before the consumers are destroyed.
+  std::atomic<bool> a_stop_returned{false};
+  std::atomic<int> returned_when_stop_returned{-1};
+  std::thread a_stopper;
+  struct Cleanup {
+    HandlerGate& gate;
+    std::thread& stopper;
+    ~Cleanup() {
+      gate.Release();
+      if (stopper.joinable()) stopper.join();
+    }
+  } cleanup{gate, a_stopper};
+
+  a->Start();
+  ASSERT_TRUE(WaitFor([&] { return gate.entered() == kShards; }, 10s,
+                      "a's handler hangs on the first entry of every shard"))
+      << Describe(a->Status());
+
+  // 1. No revoke: the shards stall, the lease is renewed, nothing is XACKed.
+  const int64_t hb_at_hang = a->Status().heartbeats_sent;
+  const auto hang_started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return std::chrono::steady_clock::now() - hang_started > 1800ms &&
+               a->Status().heartbeats_sent >= hb_at_hang + 5;
+      },
+      10s, "heartbeats for longer than one assignment lease (1500 ms)"))
+      << Describe(a->Status());
+  {
+    const ConsumerStatus st = a->Status();
+    EXPECT_EQ(AsSet(st.reading), kAllShards) << Describe(st);
+    EXPECT_GT(st.lease_remaining_ms, 0) << "renewed by the heartbeats: " << Describe(st);
+    EXPECT_FALSE(st.failed_closed);
+    EXPECT_EQ(st.lease_expirations, 0);
+    EXPECT_EQ(st.consecutive_heartbeat_failures, 0);
+    EXPECT_EQ(st.messages_handled, 0);
+    EXPECT_EQ(st.messages_acked, 0);
+  }
+  EXPECT_EQ(PendingTotal(), 8) << "both entries of every shard are in a's pending list";
+
+  // 2. b joins: two of a's shards are revoked and stay DRAINING while the call hangs.
+  b->Start();
+  ASSERT_TRUE(WaitFor([&] { return a->Status().draining.size() == 2; }, 10s,
+                      "b's join revokes two of a's shards"))
+      << Describe(a->Status());
+  const auto drain_seen = std::chrono::steady_clock::now();
+  const std::set<int32_t> revoked = AsSet(a->Status().draining);
+  // Watch a until the coordinator fences it (a then drops everything and rejoins).
+  auto last_draining = drain_seen;
+  std::string unexpected;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const ConsumerStatus st = a->Status();
+        if (st.rejoins > 0) return true;
+        if (AsSet(st.draining) == revoked && st.revoked.empty() && !st.failed_closed &&
+            st.lease_expirations == 0 && st.lease_remaining_ms > 0) {
+          last_draining = std::chrono::steady_clock::now();
+        } else if (unexpected.empty()) {
+          unexpected = Describe(st);
+        }
+        return false;
+      },
+      10s, "a fenced for draining past rebalanceTimeoutMs (3000 ms)"))
+      << Describe(a->Status());
+  EXPECT_EQ(unexpected, "") << "before the fence the revoked shards stay DRAINING, in lease";
+  EXPECT_GT(last_draining - drain_seen, 1500ms)
+      << "DRAINING outlasts one assignment lease: heartbeats renew it";
+  EXPECT_TRUE(coordinator_->WaitForLog("draining past rebalanceTimeoutMs", 5s));
+  EXPECT_EQ(a->Status().messages_acked, 0) << "abandoned, not drained";
+
+  // 3. b owns two of the hung shards and gets their entries again (C7) — a's calls still
+  // run (gate closed).
+  ASSERT_TRUE(WaitFor([&] { return b_received(hang_ids) >= 2; }, 10s,
+                      "b redelivers the hung entries of the shards it took over"))
+      << "a: " << Describe(a->Status()) << "\nb: " << Describe(b->Status()) << "\n"
+      << b_seen();
+  EXPECT_EQ(gate.returned(), 0);
+
+  // 4. a stops: it leaves, but Stop() waits for the hung calls.
+  a_stopper = std::thread([&] {
+    a->Stop();
+    returned_when_stop_returned = gate.returned();
+    a_stop_returned = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return a->Status().phase == "left"; }, 10s, "a leaves the group"))
+      << Describe(a->Status());
+  // b takes over what is left and handles all 8 entries, the hung ones included.
+  ASSERT_TRUE(WaitFor([&] { return b_received(all_ids) == 8 && PendingTotal() == 0; }, 15s,
+                      "b handles and XACKs every entry"))
+      << "b: " << Describe(b->Status());
+  EXPECT_EQ(AsSet(b->Status().reading), kAllShards);
+  EXPECT_GE(b->Status().messages_claimed, 8) << "every entry was taken over from a (C7)";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& id : hang_ids) {
+      EXPECT_EQ(b_deliveries[id], std::vector<int>{1}) << "a fresh delivery to b: " << id;
+    }
+  }
+  EXPECT_FALSE(a_stop_returned.load()) << "Stop() returned while handler calls hang";
+  EXPECT_FALSE(a->Status().stopped);
+
+  // 5. Release: Stop() returns after the calls; they XACK nothing and handle nothing more.
+  std::unique_ptr<rsc::testing::RedisCli> cli = redis_.Cli();
+  ASSERT_NE(cli, nullptr);
+  const int64_t xacks_before = CommandCalls(*cli, "xack");
+  gate.Release();
+  ASSERT_TRUE(WaitFor([&] { return a_stop_returned.load(); }, 10s, "a's Stop() returns"))
+      << Describe(a->Status());
+  EXPECT_EQ(returned_when_stop_returned.load(), kShards)
+      << "Stop() returned only after every hung call";
+  const ConsumerStatus a_done = a->Status();
+  EXPECT_TRUE(a_done.stopped);
+  EXPECT_EQ(a_done.messages_handled, kShards) << "the calls returned Ok ...";
+  EXPECT_EQ(a_done.messages_acked, 0) << "... but nothing was XACKed";
+  EXPECT_EQ(CommandCalls(*cli, "xack"), xacks_before) << "no XACK after the release (b is idle)";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(std::set<std::string>(a_calls.begin(), a_calls.end()), hang_ids);
+    EXPECT_EQ(a_calls.size(), hang_ids.size()) << "a never went on with the entries behind";
+  }
+  EXPECT_EQ(PendingTotal(), 0);
+  b->Stop();
+  EXPECT_EQ(b->Status().phase, "left") << Describe(b->Status());
+}
+
+// Stop() while a handler call hangs on a shard nobody revoked (docs/consumer.md §5): the
+// shard cannot drain, so the leave is never sent; after shutdown_timeout Stop() gives up,
+// the member expires (memberLeaseMs after its last heartbeat) instead of leaving, and only
+// then do its shards — the ones it had already drained too — go to the other member, which
+// redelivers the hung entry. Stop() returns only once the call returns; it XACKs nothing.
+TEST_F(ConsumerIntegration, StopWithAHangingHandlerGivesUpAfterShutdownTimeoutAndWaitsForIt) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  HandlerGate gate;
+  std::mutex mu;
+  std::vector<std::string> a_calls;
+  std::map<std::string, std::vector<int>> b_deliveries;  // "<stream> <id>" → attempts
+  ConsumerOptions a_options = Options();
+  a_options.shutdown_timeout = 1000ms;
+  std::unique_ptr<Consumer> a = MakeConsumer(a_options, [&](const Message& m) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      a_calls.push_back(m.stream + " " + m.id);
+    }
+    gate.Hold();
+    return HandlerResult::Ok();
+  });
+  std::unique_ptr<Consumer> b = MakeConsumer(Options(), [&](const Message& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    b_deliveries[m.stream + " " + m.id].push_back(m.attempt);
+    return HandlerResult::Ok();
+  });
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::atomic<bool> a_stop_returned{false};
+  std::atomic<int> returned_when_stop_returned{-1};
+  std::thread a_stopper;
+  struct Cleanup {
+    HandlerGate& gate;
+    std::thread& stopper;
+    ~Cleanup() {
+      gate.Release();
+      if (stopper.joinable()) stopper.join();
+    }
+  } cleanup{gate, a_stopper};
+
+  a->Start();
+  b->Start();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return a->Status().reading.size() == 2 && b->Status().reading.size() == 2 &&
+               a->Status().draining.empty();
+      },
+      15s, "a and b each read 2 shards"))
+      << "a: " << Describe(a->Status()) << "\nb: " << Describe(b->Status());
+  const std::set<int32_t> a_shards = AsSet(a->Status().reading);
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    const std::string k = "stuck-" + std::to_string(i);
+    if (a_shards.count(ShardForKey(k, kShards)) != 0) key = k;
+  }
+  const int32_t hung_shard = ShardForKey(key, kShards);
+  const ProducerResult<std::string> published = producer->Publish(key, {{"key", key}});
+  ASSERT_TRUE(published.ok()) << published.error().message;
+  const std::string hung = "{orders:" + std::to_string(hung_shard) + "} " + published.value();
+  ASSERT_TRUE(WaitFor([&] { return gate.entered() == 1; }, 10s, "a's handler hangs"))
+      << Describe(a->Status());
+
+  a_stopper = std::thread([&] {
+    a->Stop();
+    returned_when_stop_returned = gate.returned();
+    a_stop_returned = true;
+  });
+  // a's other shard drains at once; the hung one stays DRAINING, so no leave is sent.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const ConsumerStatus st = a->Status();
+        return st.phase == "leaving" && st.reading.empty() &&
+               st.draining == std::vector<int32_t>{hung_shard};
+      },
+      5s, "a drains everything but the hung shard"))
+      << Describe(a->Status());
+  // Nothing of a's moves to b until a expires: a never left, its drained shard included.
+  size_t b_most = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const size_t n = b->Status().reading.size();  // sampled before the log is checked
+        if (coordinator_->LogContains("event=member_expired")) return true;
+        b_most = std::max(b_most, n);
+        return false;
+      },
+      10s, "a expires after shutdown_timeout (1 s) + memberLeaseMs (2.5 s)"))
+      << Describe(a->Status()) << coordinator_->LogTail();
+  EXPECT_EQ(b_most, 2u) << "b got a shard of a's before a expired";
+  EXPECT_FALSE(coordinator_->LogContains("event=member_left")) << coordinator_->LogTail();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return b_deliveries.count(hung) != 0;
+      },
+      10s, "b takes the hung shard over and redelivers the entry"))
+      << "b: " << Describe(b->Status());
+  EXPECT_EQ(AsSet(b->Status().reading), kAllShards);
+  EXPECT_FALSE(a_stop_returned.load()) << "Stop() returned while the handler call hangs";
+
+  gate.Release();
+  ASSERT_TRUE(WaitFor([&] { return a_stop_returned.load(); }, 10s, "a's Stop() returns"));
+  EXPECT_EQ(returned_when_stop_returned.load(), 1);
+  EXPECT_EQ(a->Status().messages_acked, 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(a_calls, std::vector<std::string>{hung});
+    EXPECT_EQ(b_deliveries[hung], std::vector<int>{1});
+  }
+  ASSERT_TRUE(WaitFor([&] { return PendingTotal() == 0; }, 5s, "b XACKed it"));
+  b->Stop();
 }
 
 // The coordinator binary listening on a fixed port (CoordinatorProcess always picks a free

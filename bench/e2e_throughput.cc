@@ -1,0 +1,827 @@
+// End-to-end throughput of the client library (rsc::Producer → sharded Redis Streams →
+// rsc::Consumer), next to raw hiredis XADD and XREADGROUP+XACK throughput measured in the
+// same run on the same redis-server. Not a test: it prints tables. This machine is shared
+// and noisy, so only the ratios within one run mean much.
+//
+//   scripts/netns.sh build/bench/e2e_throughput [--messages 50000] [--consumers 1,2,4]
+//       [--shards 4,16] [--size 100] [--batch 1000] [--repeat 3] [--seconds 20]
+//       [--coordinator PATH]
+//
+// The default grid takes about 30 s. --messages (K, per phase) and --repeat scale it;
+// --seconds bounds the wait for any one phase (a phase that does not finish is reported).
+//
+// It starts its own redis-server (no persistence) and an rsc-coordinator process on it
+// (the binary built next to this one, or --coordinator), both on 127.0.0.1: run it inside
+// scripts/netns.sh, the host loopback is throttled. Producer and consumers run in-process.
+//
+// For every cell of the grid (N consumers × M shards), with K messages of ~`size` bytes
+// (fields seq, t, padding) on keys key-0 … key-4095, routed as the library routes them:
+//
+//  baseline XADD        one hiredis connection; K XADDs onto the M streams in pipelines of
+//                       `batch` commands (one round trip per pipeline).
+//  baseline read+ack    N threads, each with its own connection and the streams s ≡ t
+//                       (mod N): XREADGROUP COUNT 100 STREAMS <its streams> > …, then one
+//                       pipelined XACK per stream per read, until the backlog is consumed.
+//  library produce      rsc::Producer::PublishBatch of `batch` messages at a time (the
+//                       library pipelines per shard: one round trip per shard per batch).
+//  library consume      N rsc::Consumer (default options but block 250 ms), joined and
+//                       settled (all shards assigned, balanced) before anything is
+//                       published. Each shard's reader is parked in the handler on a "gate"
+//                       message while the K messages are published, then released; the
+//                       rate is K / (release → K-th distinct delivery): a backlog, like the
+//                       baseline's reads.
+//  live end-to-end      K more messages published while the consumers run: producer rate,
+//                       consumer rate (first → last delivery), end-to-end rate (first
+//                       publish → last delivery) and publish→delivery latency.
+//
+// Each cell repeats these `repeat` times, baseline and library back to back, and reports
+// medians (the ratios are medians of the per-repetition ratios): short interleaved phases
+// are less exposed to a neighbour's burst than one long phase each.
+//
+// The handler is trivial: it parses the seq field and marks it delivered (an atomic per
+// message, so redeliveries are counted exactly).
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rsc/consumer.h"
+#include "rsc/producer.h"
+#include "rsc/routing.h"
+#include "server/embedded_redis.h"  // PickFreePort
+
+#ifndef RSC_COORDINATOR_BINARY
+#error "RSC_COORDINATOR_BINARY must be defined (bench/CMakeLists.txt)"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+double Seconds(int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+[[noreturn]] void Die(const std::string& why) {
+  std::fprintf(stderr, "e2e_throughput: %s\n", why.c_str());
+  std::exit(1);
+}
+
+// ── Child processes ─────────────────────────────────────────────────────────────────
+
+// A child process with stdout/stderr in `log`, killed with the bench (PR_SET_PDEATHSIG)
+// and by the destructor.
+class Child {
+ public:
+  Child() = default;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() { Stop(); }
+
+  void Spawn(const std::vector<std::string>& args, const std::string& log) {
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) Die("fork failed");
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(126);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      ::execvp(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  bool Exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+  // SIGTERM, then SIGKILL after 5 s.
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (Clock::now() < deadline) {
+      if (Exited()) return;
+      std::this_thread::sleep_for(milliseconds(10));  // polling a child's exit
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// ── Redis helpers ───────────────────────────────────────────────────────────────────
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, ContextDeleter>;
+
+Context Connect(int port) {
+  Context c(redisConnect("127.0.0.1", port));
+  if (!c || c->err) Die(fmt::format("cannot connect to redis on port {}", port));
+  return c;
+}
+
+Reply Command(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  Reply r(static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
+  if (!r) Die(fmt::format("redis: {} failed: {}", args[0], c->errstr));
+  return r;
+}
+
+void Append(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data());
+}
+
+Reply GetReply(redisContext* c) {
+  void* r = nullptr;
+  if (redisGetReply(c, &r) != REDIS_OK || r == nullptr) Die(fmt::format("redis: {}", c->errstr));
+  return Reply(static_cast<redisReply*>(r));
+}
+
+// ── Minimal HTTP (group creation only) ──────────────────────────────────────────────
+
+int HttpPost(int port, const std::string& path, const std::string& json) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  const std::string req = fmt::format(
+      "POST {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+      "Content-Length: {}\r\n\r\n{}",
+      path, json.size(), json);
+  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return -1;
+  }
+  std::string resp;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    resp.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return resp.size() > 12 ? std::atoi(resp.c_str() + 9) : -1;
+}
+
+// ── Messages ────────────────────────────────────────────────────────────────────────
+
+constexpr int kKeys = 4096;
+
+std::string KeyOf(int64_t seq) { return "key-" + std::to_string(seq % kKeys); }
+
+// seq, t (publish time, steady ns) and padding up to `size` bytes of names and values.
+rsc::StreamFields MakeFields(int64_t seq, size_t size) {
+  rsc::StreamFields f{{"seq", std::to_string(seq)}, {"t", std::to_string(NowNs())}};
+  size_t used = 0;
+  for (const auto& [k, v] : f) used += k.size() + v.size();
+  f.emplace_back("p", std::string(size > used + 1 ? size - used - 1 : 1, 'x'));
+  return f;
+}
+
+int64_t ParseInt(std::string_view s) {
+  int64_t v = -1;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+// ── Delivery tracking (shared by every consumer of a cell) ──────────────────────────
+
+// Deliveries of seq numbers [base, base + count).
+class Phase {
+ public:
+  Phase(int64_t base, int64_t count)
+      : base_(base),
+        count_(count),
+        seen_(std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(count))),
+        latency_ns_(static_cast<size_t>(count), 0) {}
+
+  bool Owns(int64_t seq) const { return seq >= base_ && seq < base_ + count_; }
+
+  void Deliver(int64_t seq, int64_t published_ns) {
+    const int64_t now = NowNs();
+    if (deliveries_.fetch_add(1) == 0) first_ns_.store(now);
+    const size_t i = static_cast<size_t>(seq - base_);
+    if (seen_[i].exchange(1) != 0) return;  // a redelivery
+    latency_ns_[i] = now - published_ns;    // written once, read after completion
+    if (unique_.fetch_add(1) + 1 == count_) {
+      done_ns_.store(now);
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    }
+  }
+
+  bool WaitDone(milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return unique_.load() == count_; });
+  }
+
+  int64_t unique() const { return unique_.load(); }
+  int64_t redeliveries() const { return deliveries_.load() - unique_.load(); }
+  int64_t first_ns() const { return first_ns_.load(); }
+  int64_t done_ns() const { return done_ns_.load(); }
+  // Percentile of publish→delivery latency over the first deliveries (after completion).
+  double LatencyMs(double p) const {
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < latency_ns_.size(); ++i) {
+      if (seen_[i].load() != 0) v.push_back(latency_ns_[i]);
+    }
+    if (v.empty()) return 0;
+    const size_t at =
+        std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(at), v.end());
+    return static_cast<double>(v[at]) / 1e6;
+  }
+
+ private:
+  const int64_t base_;
+  const int64_t count_;
+  std::unique_ptr<std::atomic<uint8_t>[]> seen_;
+  std::vector<int64_t> latency_ns_;
+  std::atomic<int64_t> deliveries_{0};
+  std::atomic<int64_t> unique_{0};
+  std::atomic<int64_t> first_ns_{0};
+  std::atomic<int64_t> done_ns_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+// Parks each shard's reader on its gate message until Open().
+class Gate {
+ public:
+  void Enter() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  bool WaitForWaiting(int n, milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return waiting_ >= n; });
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+// ── The grid ────────────────────────────────────────────────────────────────────────
+
+struct Config {
+  int64_t messages = 50000;
+  std::vector<int> consumers = {1, 2, 4};
+  std::vector<int> shards = {4, 16};
+  size_t size = 100;
+  int batch = 1000;
+  int repeat = 3;       // repetitions per cell (medians reported)
+  double seconds = 20;  // longest wait for any one phase
+  std::string coordinator = RSC_COORDINATOR_BINARY;
+};
+
+// One cell's figures: medians over the repetitions (messages/s); the ratios are medians of
+// the per-repetition ratios (library and baseline measured back to back).
+struct Row {
+  int n = 0, m = 0;
+  double base_xadd = 0, base_read = 0;
+  double lib_produce = 0, lib_consume = 0;
+  double produce_ratio = 0, consume_ratio = 0;
+  double live_produce = 0, live_consume = 0, live_e2e = 0;
+  double live_ratio = 0;  // end-to-end / raw bound (see main)
+  double p50_ms = 0, p99_ms = 0;
+  int64_t redeliveries = 0;
+  int64_t claimed = 0;
+  std::string note;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// The raw end-to-end bound: producing and consuming share one single-threaded redis-server,
+// so each message costs it the XADD time plus the XREADGROUP+XACK time.
+double RawBound(double xadd, double read) {
+  return xadd > 0 && read > 0 ? 1.0 / (1.0 / xadd + 1.0 / read) : 0;
+}
+
+double Rate(int64_t n, int64_t ns) { return ns > 0 ? static_cast<double>(n) / Seconds(ns) : 0; }
+
+// Pipelined XADD of K messages onto M streams; returns entries per stream.
+std::vector<int64_t> BaselineXadd(int port, const std::vector<std::string>& streams,
+                                  const Config& cfg, double* rate) {
+  Context c = Connect(port);
+  const int32_t m = static_cast<int32_t>(streams.size());
+  std::vector<int64_t> per_stream(streams.size(), 0);
+  const int64_t t0 = NowNs();
+  for (int64_t i = 0; i < cfg.messages; i += cfg.batch) {
+    const int64_t end = std::min<int64_t>(cfg.messages, i + cfg.batch);
+    for (int64_t seq = i; seq < end; ++seq) {
+      const int32_t s = rsc::ShardForKey(KeyOf(seq), m);
+      std::vector<std::string> args{"XADD", streams[static_cast<size_t>(s)], "*"};
+      for (auto& [f, v] : MakeFields(seq, cfg.size)) args.insert(args.end(), {f, v});
+      Append(c.get(), args);
+      ++per_stream[static_cast<size_t>(s)];
+    }
+    for (int64_t seq = i; seq < end; ++seq) {
+      Reply r = GetReply(c.get());
+      if (r->type != REDIS_REPLY_STRING) Die("baseline XADD: unexpected reply");
+    }
+  }
+  *rate = Rate(cfg.messages, NowNs() - t0);
+  return per_stream;
+}
+
+// N threads of XREADGROUP + XACK over their own streams until the backlog is consumed.
+double BaselineRead(int port, const std::vector<std::string>& streams,
+                    const std::vector<int64_t>& per_stream, int n) {
+  for (const std::string& s : streams) {
+    Context c = Connect(port);
+    Command(c.get(), {"XGROUP", "CREATE", s, "g", "0", "MKSTREAM"});
+  }
+  std::atomic<int64_t> handled{0};
+  std::vector<std::thread> threads;
+  const int64_t t0 = NowNs();
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      Context c = Connect(port);
+      std::vector<std::string> mine;
+      int64_t remaining = 0;
+      for (size_t s = static_cast<size_t>(t); s < streams.size(); s += static_cast<size_t>(n)) {
+        mine.push_back(streams[s]);
+        remaining += per_stream[s];
+      }
+      std::vector<std::string> args{"XREADGROUP", "GROUP", "g",      fmt::format("c{}", t),
+                                    "COUNT",      "100",   "STREAMS"};
+      args.insert(args.end(), mine.begin(), mine.end());
+      for (size_t i = 0; i < mine.size(); ++i) args.push_back(">");
+      while (remaining > 0) {
+        Reply r = Command(c.get(), args);
+        if (r->type != REDIS_REPLY_ARRAY) continue;  // nil: nothing (cannot happen: backlog)
+        int acks = 0;
+        for (size_t i = 0; i < r->elements; ++i) {
+          const redisReply* stream = r->element[i];
+          const redisReply* entries = stream->element[1];
+          if (entries->elements == 0) continue;
+          std::vector<std::string> ack{"XACK", std::string(stream->element[0]->str), "g"};
+          for (size_t e = 0; e < entries->elements; ++e) {
+            const redisReply* entry = entries->element[e];
+            ack.emplace_back(entry->element[0]->str, entry->element[0]->len);
+            // What the library's trivial handler does with each message: read its seq.
+            const redisReply* f = entry->element[1];
+            if (ParseInt(std::string_view(f->element[1]->str, f->element[1]->len)) < 0) {
+              Die("baseline read: bad seq");
+            }
+          }
+          remaining -= static_cast<int64_t>(entries->elements);
+          handled.fetch_add(static_cast<int64_t>(entries->elements));
+          Append(c.get(), ack);
+          ++acks;
+        }
+        for (int i = 0; i < acks; ++i) GetReply(c.get());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return Rate(handled.load(), NowNs() - t0);
+}
+
+bool Settled(const std::vector<std::unique_ptr<rsc::Consumer>>& consumers, int shards) {
+  std::vector<int> seen(static_cast<size_t>(shards), 0);
+  size_t lo = SIZE_MAX, hi = 0;
+  for (const auto& c : consumers) {
+    const rsc::ConsumerStatus st = c->Status();
+    if (st.phase != "member" || !st.draining.empty() || !st.revoked.empty()) return false;
+    for (int32_t s : st.reading) ++seen[static_cast<size_t>(s)];
+    lo = std::min(lo, st.reading.size());
+    hi = std::max(hi, st.reading.size());
+  }
+  return hi - lo <= 1 && std::all_of(seen.begin(), seen.end(), [](int x) { return x == 1; });
+}
+
+template <class Pred>
+bool WaitUntil(Pred pred, milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(milliseconds(10));  // polling consumer status
+  }
+  return true;
+}
+
+// Publishes seq [base, base + K) in batches; returns false on any failed publish.
+bool PublishAll(rsc::Producer& producer, int64_t base, const Config& cfg, std::string* error) {
+  for (int64_t i = 0; i < cfg.messages; i += cfg.batch) {
+    const int64_t end = std::min<int64_t>(cfg.messages, i + cfg.batch);
+    std::vector<rsc::ProducerMessage> batch;
+    batch.reserve(static_cast<size_t>(end - i));
+    for (int64_t seq = base + i; seq < base + end; ++seq) {
+      batch.push_back({KeyOf(seq), MakeFields(seq, cfg.size)});
+    }
+    for (const auto& r : producer.PublishBatch(batch)) {
+      if (!r.ok()) {
+        *error = std::string(rsc::ProducerErrorCodeName(r.error().code)) + ": " + r.error().message;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cfg) {
+  Row row;
+  row.n = n;
+  row.m = m;
+  const std::string cell = fmt::format("c{}x{}", n, m);
+  const milliseconds limit(static_cast<int64_t>(cfg.seconds * 1000));
+  const int64_t k = cfg.messages;
+
+  // ── Library set-up: group, consumers (settled), producer ──
+  const std::string stream = "e2e-" + cell;
+  const int created = HttpPost(
+      coordinator_port, "/v1/groups",
+      fmt::format(
+          R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
+          R"("heartbeatIntervalMs":250,"memberLeaseMs":5000,"assignmentLeaseMs":4000,)"
+          R"("rebalanceTimeoutMs":10000,"routingLeaseMs":10000,"routingRefreshMs":1000}}}})",
+          stream, m));
+  if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
+  const std::string endpoint = fmt::format("127.0.0.1:{}", coordinator_port);
+  const std::string redis_url = fmt::format("redis://127.0.0.1:{}", redis_port);
+
+  // Repetition r uses seq [2rK, (2r+1)K) for its backlog and [(2r+1)K, (2r+2)K) live.
+  std::vector<std::unique_ptr<Phase>> phases;
+  std::vector<std::unique_ptr<Gate>> gates;
+  for (int r = 0; r < cfg.repeat; ++r) {
+    phases.push_back(std::make_unique<Phase>(2 * r * k, k));
+    phases.push_back(std::make_unique<Phase>((2 * r + 1) * k, k));
+    gates.push_back(std::make_unique<Gate>());
+  }
+  auto handler = [&](const rsc::Message& msg) {
+    std::string_view seq_text, t_text;
+    for (const auto& [f, v] : msg.fields) {
+      if (f == "seq") seq_text = v;
+      if (f == "t") t_text = v;
+    }
+    if (seq_text == "gate") {
+      gates[static_cast<size_t>(ParseInt(msg.fields.at(1).second))]->Enter();  // "r"
+      return rsc::HandlerResult::Ok();
+    }
+    const int64_t seq = ParseInt(seq_text);
+    if (seq < 0 || seq / k >= static_cast<int64_t>(phases.size())) {
+      return rsc::HandlerResult::Fail("unknown seq");
+    }
+    phases[static_cast<size_t>(seq / k)]->Deliver(seq, ParseInt(t_text));
+    return rsc::HandlerResult::Ok();
+  };
+  std::vector<std::unique_ptr<rsc::Consumer>> consumers;
+  for (int i = 0; i < n; ++i) {
+    rsc::ConsumerOptions o;
+    o.coordinator_endpoints = {endpoint};
+    o.stream = stream;
+    o.group = "g";
+    o.redis_url = redis_url;
+    o.block = milliseconds(250);  // only bounds idle reads (and how long a drain waits)
+    auto c = rsc::Consumer::Create(o, handler);
+    if (!c.ok()) Die(c.error().message);
+    consumers.push_back(std::move(c).value());
+    consumers.back()->Start();
+  }
+  rsc::ProducerOptions po;
+  po.coordinator_endpoints = {endpoint};
+  po.stream = stream;
+  po.group = "g";
+  po.redis_url = redis_url;
+  auto created_producer = rsc::Producer::Create(po);
+  if (!created_producer.ok()) Die(created_producer.error().message);
+  std::unique_ptr<rsc::Producer> producer = std::move(created_producer).value();
+  if (!producer->WaitForRouting(limit)) Die("producer: no routing");
+  if (!WaitUntil([&] { return Settled(consumers, m); }, limit)) {
+    Die(fmt::format("{} consumers did not settle on {} shards", n, m));
+  }
+
+  std::vector<double> base_xadd, base_read, lib_produce, lib_consume, produce_ratio, consume_ratio,
+      live_produce, live_consume, live_e2e, live_ratio, p50, p99;
+  for (int r = 0; r < cfg.repeat; ++r) {
+    // ── Baseline, on streams of its own ──
+    std::vector<std::string> base_streams;
+    for (int s = 0; s < m; ++s) {
+      base_streams.push_back(fmt::format("{{base-{}-{}:{}}}", cell, r, s));
+    }
+    double xadd = 0;
+    const std::vector<int64_t> per_stream = BaselineXadd(redis_port, base_streams, cfg, &xadd);
+    const double read = BaselineRead(redis_port, base_streams, per_stream, n);
+    {
+      Context c = Connect(redis_port);
+      for (const std::string& s : base_streams) Command(c.get(), {"DEL", s});
+    }
+    base_xadd.push_back(xadd);
+    base_read.push_back(read);
+
+    // ── Library backlog: park every shard's reader on a gate message, publish, release ──
+    Gate& gate = *gates[static_cast<size_t>(r)];
+    Phase& backlog = *phases[static_cast<size_t>(2 * r)];
+    Phase& live = *phases[static_cast<size_t>(2 * r + 1)];
+    for (int32_t s = 0; s < m; ++s) {
+      std::string key;
+      for (int i = 0; key.empty(); ++i) {
+        const std::string candidate = fmt::format("gate-{}", i);
+        if (rsc::ShardForKey(candidate, m) == s) key = candidate;
+      }
+      if (!producer->Publish(key, {{"seq", "gate"}, {"r", std::to_string(r)}}).ok()) {
+        Die("publishing a gate message");
+      }
+    }
+    if (!gate.WaitForWaiting(m, limit)) Die("not every shard reached its gate");
+    std::string error;
+    int64_t t0 = NowNs();
+    if (!PublishAll(*producer, 2 * r * k, cfg, &error)) Die("publish: " + error);
+    lib_produce.push_back(Rate(k, NowNs() - t0));
+    produce_ratio.push_back(lib_produce.back() / xadd);
+    t0 = NowNs();
+    gate.Open();
+    if (backlog.WaitDone(limit)) {
+      lib_consume.push_back(Rate(k, backlog.done_ns() - t0));
+      consume_ratio.push_back(lib_consume.back() / read);
+    } else {
+      row.note +=
+          fmt::format(" backlog {}: {}/{} delivered in {} s;", r, backlog.unique(), k, cfg.seconds);
+    }
+
+    // ── Library live: publish while the consumers run ──
+    t0 = NowNs();
+    if (!PublishAll(*producer, (2 * r + 1) * k, cfg, &error)) Die("publish: " + error);
+    live_produce.push_back(Rate(k, NowNs() - t0));
+    if (live.WaitDone(limit)) {
+      live_e2e.push_back(Rate(k, live.done_ns() - t0));
+      live_consume.push_back(Rate(k, live.done_ns() - live.first_ns()));
+      live_ratio.push_back(live_e2e.back() / RawBound(xadd, read));
+      p50.push_back(live.LatencyMs(0.50));
+      p99.push_back(live.LatencyMs(0.99));
+    } else {
+      row.note +=
+          fmt::format(" live {}: {}/{} delivered in {} s;", r, live.unique(), k, cfg.seconds);
+    }
+  }
+
+  // Leave in parallel (each Stop drains and leaves), then count what arrived twice.
+  producer->Close();
+  std::vector<std::thread> stops;
+  for (auto& c : consumers) stops.emplace_back([&c] { c->Stop(); });
+  for (auto& th : stops) th.join();
+  for (auto& c : consumers) row.claimed += c->Status().messages_claimed;
+  for (const auto& phase : phases) row.redeliveries += phase->redeliveries();
+  consumers.clear();
+  {
+    Context c = Connect(redis_port);
+    for (int s = 0; s < m; ++s) Command(c.get(), {"DEL", fmt::format("{{{}:{}}}", stream, s)});
+  }
+  row.base_xadd = Median(base_xadd);
+  row.base_read = Median(base_read);
+  row.lib_produce = Median(lib_produce);
+  row.lib_consume = Median(lib_consume);
+  row.produce_ratio = Median(produce_ratio);
+  row.consume_ratio = Median(consume_ratio);
+  row.live_produce = Median(live_produce);
+  row.live_consume = Median(live_consume);
+  row.live_e2e = Median(live_e2e);
+  row.live_ratio = Median(live_ratio);
+  row.p50_ms = Median(p50);
+  row.p99_ms = Median(p99);
+  return row;
+}
+
+// The 1-minute load average, from /proc/loadavg.
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  in >> one;
+  return one.empty() ? "?" : one;
+}
+
+std::vector<int> ParseList(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, ',');) out.push_back(std::atoi(part.c_str()));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has = i + 1 < argc;
+    if (a == "--messages" && has) {
+      cfg.messages = std::atoll(argv[++i]);
+    } else if (a == "--consumers" && has) {
+      cfg.consumers = ParseList(argv[++i]);
+    } else if (a == "--shards" && has) {
+      cfg.shards = ParseList(argv[++i]);
+    } else if (a == "--size" && has) {
+      cfg.size = static_cast<size_t>(std::atoll(argv[++i]));
+    } else if (a == "--batch" && has) {
+      cfg.batch = std::atoi(argv[++i]);
+    } else if (a == "--repeat" && has) {
+      cfg.repeat = std::atoi(argv[++i]);
+    } else if (a == "--seconds" && has) {
+      cfg.seconds = std::atof(argv[++i]);
+    } else if (a == "--coordinator" && has) {
+      cfg.coordinator = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
+                   "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (cfg.messages < 1 || cfg.batch < 1 || cfg.repeat < 1 || cfg.consumers.empty() ||
+      cfg.shards.empty()) {
+    Die("--messages, --batch, --repeat must be >= 1; --consumers and --shards non-empty");
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  const auto started = Clock::now();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / fmt::format("rsc-e2e-{}", ::getpid())).string();
+  std::filesystem::create_directories(dir);
+
+  // redis-server without persistence: what is measured is the library, not the disk.
+  auto port = rsc::PickFreePort();
+  if (!port.ok()) Die(port.error().message);
+  const int redis_port = *port;
+  Child redis;
+  redis.Spawn({"redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no"},
+              dir + "/redis.log");
+  std::string redis_version;
+  if (!WaitUntil(
+          [&] {
+            if (redis.Exited()) Die("redis-server exited; log: " + ReadFile(dir + "/redis.log"));
+            Context c(redisConnect("127.0.0.1", redis_port));
+            if (!c || c->err) return false;
+            Reply r(static_cast<redisReply*>(redisCommand(c.get(), "INFO server")));
+            if (!r || r->type != REDIS_REPLY_STRING) return false;
+            const std::string info(r->str, r->len);
+            const size_t at = info.find("redis_version:");
+            if (at != std::string::npos) {
+              redis_version = info.substr(at + 14, info.find('\r', at) - at - 14);
+            }
+            return true;
+          },
+          milliseconds(10000))) {
+    Die("redis-server did not answer");
+  }
+
+  Child coordinator;
+  const std::string coordinator_log = dir + "/coordinator.log";
+  coordinator.Spawn({cfg.coordinator, "--redis", fmt::format("redis://127.0.0.1:{}", redis_port),
+                     "--listen", "127.0.0.1:0", "--tick-interval-ms", "200", "--state-dir",
+                     dir + "/coordinator-state", "--log-level", "info"},
+                    coordinator_log);
+  int coordinator_port = 0;
+  if (!WaitUntil(
+          [&] {
+            if (coordinator.Exited()) {
+              Die("rsc-coordinator (" + cfg.coordinator +
+                  ") exited; log: " + ReadFile(coordinator_log));
+            }
+            constexpr std::string_view kNeedle = "event=listening address=127.0.0.1:";
+            const std::string log = ReadFile(coordinator_log);
+            const size_t at = log.find(kNeedle);
+            if (at == std::string::npos) return false;
+            coordinator_port = std::atoi(log.c_str() + at + kNeedle.size());
+            return coordinator_port > 0;
+          },
+          milliseconds(15000))) {
+    Die("rsc-coordinator did not listen; log: " + ReadFile(coordinator_log));
+  }
+
+  // The machine is shared: say how busy it was, so a reader can judge the noise.
+  const std::string load_before = LoadAverage();
+  std::printf(
+      "e2e throughput: K=%lld messages per phase, ~%zu bytes each (fields seq, t, padding), "
+      "%d keys, batches of %d, redis-server %s (no persistence), rsc-coordinator process, "
+      "%u CPUs, load average before: %s\n\n",
+      static_cast<long long>(cfg.messages), cfg.size, kKeys, cfg.batch, redis_version.c_str(),
+      std::thread::hardware_concurrency(), load_before.c_str());
+  std::vector<Row> rows;
+  for (int m : cfg.shards) {
+    for (int n : cfg.consumers) {
+      rows.push_back(RunCell(redis_port, coordinator_port, n, m, cfg));
+      std::fprintf(stderr, "  done: %d consumers x %d shards\n", n, m);
+    }
+  }
+
+  std::printf(
+      "Backlog, each phase measured alone (messages/s, median of %d repetitions; ratio = median "
+      "of library / baseline measured back to back)\n\n"
+      "| N consumers | M shards | raw XADD | Producer | ratio | raw XREADGROUP+XACK | Consumer "
+      "| ratio |\n|---|---|---|---|---|---|---|---|\n",
+      cfg.repeat);
+  for (const Row& r : rows) {
+    std::printf("| %d | %d | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n", r.n, r.m, r.base_xadd,
+                r.lib_produce, r.produce_ratio, r.base_read, r.lib_consume, r.consume_ratio);
+  }
+  std::printf(
+      "\nLive: produce while consuming (messages/s, medians). raw bound = 1 / (1/raw XADD + "
+      "1/raw XREADGROUP+XACK), since both share one single-threaded redis-server; latency = "
+      "publish -> handler\n\n"
+      "| N consumers | M shards | Producer | Consumer | end-to-end | raw bound | e2e / bound | "
+      "latency p50 ms | p99 ms | redeliveries | claimed |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf("| %d | %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.1f | %.1f | %lld | %lld |%s\n",
+                r.n, r.m, r.live_produce, r.live_consume, r.live_e2e,
+                RawBound(r.base_xadd, r.base_read), r.live_ratio, r.p50_ms, r.p99_ms,
+                static_cast<long long>(r.redeliveries), static_cast<long long>(r.claimed),
+                r.note.c_str());
+  }
+  std::printf("\ntotal %.1f s, load average after: %s\n",
+              std::chrono::duration<double>(Clock::now() - started).count(), LoadAverage().c_str());
+  coordinator.Stop();
+  redis.Stop();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
