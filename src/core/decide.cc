@@ -218,20 +218,20 @@ void ApplyTime(Work& w, const Liveness& live) {
     RemoveMember(w, id, mem && mem->fenced ? Gone::kFenced : Gone::kExpired);
     w.Emit(EventKind::kMemberExpired, id.str());
   }
-  // Rebalance timeout: the owner is fenced and the overdue shards released. Safe because
-  // rebalanceTimeoutMs >= memberLeaseMs > assignmentLeaseMs: any heartbeat the member made
-  // successfully since the revoke was written carried the DRAIN (C3), and its lease from
-  // any earlier heartbeat has ended.
+  // Rebalance timeout: the owner is fenced (its heartbeats are refused from now on, so its
+  // liveness deadline is no longer renewed) and its shards are released when it expires,
+  // by the loop above. Not at once: every DRAIN answer renewed the member's assignment
+  // lease (C1, from the heartbeat's send time), so work it still runs on a draining shard
+  // may legitimately go on until that lease ends — and K2 puts that before the liveness
+  // deadline. Releasing at the fence would let the new owner's reads overlap it (found by
+  // tests/client's hanging-handler test; docs/protocol.md "Deviations").
   for (int32_t s = 0; s < m.shard_count; ++s) {
-    ShardState& sh = m.shards[static_cast<size_t>(s)];
+    const ShardState& sh = m.shards[static_cast<size_t>(s)];
     if (sh.owner.empty() || sh.owner == sh.target || sh.revoke_since_ms == 0) continue;
     if (sh.revoke_since_ms + m.config.rebalance_timeout_ms > w.now) continue;
     Member* owner = m.FindMember(MemberId(sh.owner));
     RSC_CHECK(owner != nullptr);
     FenceMember(w, *owner, fmt::format("shard {} draining past rebalanceTimeoutMs", s));
-    w.Emit(EventKind::kShardReleased, sh.owner, s, "rebalance timeout");
-    sh.owner.clear();
-    sh.revoke_since_ms = 0;
   }
   if (m.round) {
     std::erase_if(m.round->blockers, [&](const Blocker& b) {
@@ -556,6 +556,14 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
       mem->fenced = false;
       mem->leaving = false;
       mem->epoch = MemberEpoch(mem->epoch.value() + 1);
+      // The new incarnation holds nothing (it dropped every shard on FENCED) and reports
+      // the shards it still owns REVOKED at once: give it a fresh drain window, or the
+      // overdue drain that fenced the old incarnation would fence this one at once.
+      for (ShardState& sh : m.shards) {
+        if (sh.owner == mem->id.str() && sh.revoke_since_ms != 0) {
+          sh.revoke_since_ms = std::max<TimeMs>(env.now_ms, 1);
+        }
+      }
       w.Emit(EventKind::kMemberRejoined, mem->id.str());
     } else if (!mem) {
       Member* old = nullptr;

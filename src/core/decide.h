@@ -20,8 +20,10 @@
 //   assignedShards = { s : owner=m ∧ target=m }      may read
 //   revokeShards   = { s : owner=m ∧ target≠m }      DRAIN: stop reading, report REVOKED
 //   pendingShards  = { s : target=m ∧ owner≠m }      wait: someone else still holds it
-// A shard passes from owner A to target B only when A reported it REVOKED, A expired, or
-// A was fenced after draining past the rebalance timeout (K1). Because a consumer's
+// A shard passes from owner A to target B only when A reported it REVOKED or A expired —
+// also after A was fenced for draining past the rebalance timeout: a fence releases
+// nothing by itself, because A's DRAIN answers renewed its lease for the work it is still
+// finishing (K1, docs/protocol.md deviation 23). Because a consumer's
 // assignment lease (from its heartbeat's send time) is shorter than the member lease the
 // coordinator records from the heartbeat's arrival, an expired member has already
 // stopped reading (K2).

@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(K5, EpochTable,
 
 // ── Rebalance timeout (§4.4) ──
 
-TEST(RebalanceTimeout, MemberDrainingPastTimeoutIsFencedAndOverdueShardsMoveAtOnce) {
+TEST(RebalanceTimeout, MemberDrainingPastTimeoutIsFencedAndItsShardsMoveWhenItsLeaseEnds) {
   CoreHarness h(4);
   FakeMember a{"A"}, b{"B"};
   a.Observe(Ok(h.Heartbeat(a.Request())));
@@ -118,8 +118,10 @@ TEST(RebalanceTimeout, MemberDrainingPastTimeoutIsFencedAndOverdueShardsMoveAtOn
   stuck.revoking_shards = {{2, RevokeState::kDraining}, {3, RevokeState::kDraining}};
   const TimeMs timeout = h.meta().config.rebalance_timeout_ms;
   const TimeMs start = h.now();
+  TimeMs last_ok_sent = 0;  // every DRAIN answer renews A's assignment lease (C1)
   while (h.now() + 1000 < start + timeout) {
     h.Advance(1000);
+    last_ok_sent = h.now();
     auto r = Ok(h.Heartbeat(stuck));
     ASSERT_EQ(r.status, S::kDrain);
     b.Observe(Ok(h.Heartbeat(b.Request())));
@@ -130,18 +132,55 @@ TEST(RebalanceTimeout, MemberDrainingPastTimeoutIsFencedAndOverdueShardsMoveAtOn
   ASSERT_FALSE(fenced.ok());
   EXPECT_EQ(fenced.error().code, ErrorCode::kFencedMemberEpoch);
   EXPECT_TRUE(h.LastEventsHave(EventKind::kMemberFenced));
-  auto rb = Ok(h.Heartbeat(b.Request()));
-  EXPECT_EQ(rb.assigned_shards, V({2, 3}))
-      << "K1(c): overdue shards go to the new owner at fence time";
-  EXPECT_EQ(rb.pending_shards, V({0, 1})) << "A's other shards wait for its lease";
-  EXPECT_EQ(rb.status, S::kRevokePending) << "C2: no new reads until nothing is blocked";
-  // A (fenced, refused) stops heartbeating effectively; once its lease ends B gets all.
-  for (int i = 0; i < 11; ++i) {
-    h.Advance(1000);
-    b.Observe(Ok(h.Heartbeat(b.Request())));
+  // A's last DRAIN answer gave it a lease until last_ok_sent + assignmentLeaseMs: work on
+  // its draining shards may run until then, so no shard moves before A expires (K2).
+  const TimeMs a_lease_end = last_ok_sent + h.meta().config.assignment_lease_ms;
+  const TimeMs a_expiry = last_ok_sent + h.meta().config.member_lease_ms;
+  ASSERT_LT(a_lease_end, a_expiry);
+  while (h.now() + 500 < a_expiry) {
+    auto rb = Ok(h.Heartbeat(b.Request()));
+    b.Observe(rb);
+    EXPECT_TRUE(rb.assigned_shards.empty())
+        << "a fenced member's shards wait for its lease to end (t=" << h.now() - start << ")";
+    h.Advance(500);
   }
+  h.Advance(a_expiry - h.now());
+  h.Tick();
+  EXPECT_TRUE(h.LastEventsHave(EventKind::kMemberExpired));
   b.Observe(Ok(h.Heartbeat(b.Request())));
   EXPECT_EQ(b.owned, V({0, 1, 2, 3}));
+  EXPECT_GE(h.now(), a_lease_end);
+}
+
+TEST(RebalanceTimeout, FencedMemberRejoiningGetsAFreshDrainWindow) {
+  CoreHarness h(4);
+  FakeMember a{"A"}, b{"B"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  b.Observe(Ok(h.Heartbeat(b.Request())));
+  HeartbeatRequest stuck = a.Request();
+  stuck.owned_shards = {0, 1};
+  stuck.revoking_shards = {{2, RevokeState::kDraining}, {3, RevokeState::kDraining}};
+  const TimeMs fence_at = h.now() + h.meta().config.rebalance_timeout_ms;
+  while (h.now() + 1000 < fence_at) {
+    h.Advance(1000);
+    ASSERT_EQ(Ok(h.Heartbeat(stuck)).status, S::kDrain);
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+  }
+  h.Advance(fence_at - h.now());
+  ASSERT_FALSE(h.Heartbeat(stuck).ok());  // fenced
+  // The process drops everything and rejoins under the same member id (C: FENCED).
+  FakeMember again{"A"};
+  auto joined = Ok(h.Heartbeat(again.Request()));
+  again.Observe(joined);
+  ASSERT_FALSE(joined.revoke_shards.empty()) << "old shards now B's: report them REVOKED";
+  // A tick right after the rejoin must not fence the new incarnation for the old drain.
+  h.Tick();
+  EXPECT_FALSE(h.LastEventsHave(EventKind::kMemberFenced));
+  // Its REVOKED reports release the drained shards at once.
+  again.Observe(Ok(h.Heartbeat(again.Request())));
+  b.Observe(Ok(h.Heartbeat(b.Request())));
+  EXPECT_EQ(b.owned, joined.revoke_shards);
 }
 
 // ── Expiry (§4.4, K1b, K2) ──
