@@ -109,6 +109,70 @@ class [[nodiscard]] ConsumerResult {
   std::variant<T, ConsumerError> v_;
 };
 
+// ── Observability hook (docs/consumer.md §7) ──
+// What the runtime reports to ConsumerOptions::on_event. Meant for tests, tracing and
+// audits that must see the runtime's own view of ownership: when a shard may be read,
+// what was read and handed to the handler, what was acknowledged, when the work on a
+// shard was over, and what the coordinator answered.
+enum class ConsumerEventKind {
+  // The shard may be read from now on: emitted by its reader thread BEFORE its first Redis
+  // read (the takeover XAUTOCLAIM), once the previous reader of the shard in this process
+  // has finished. assignment_epoch, lease_end_us: the lease it is read under.
+  kAcquire,
+  // The assignment lease end changed (after each successful heartbeat): lease_end_us,
+  // assignment_epoch.
+  kLease,
+  // A read was issued on the shard: detail = "XAUTOCLAIM", "XPENDING", "XCLAIM" or
+  // "XREADGROUP". Emitted just before the command is sent.
+  kRead,
+  // The handler is being called: shard, stream, id, fields, attempt. Emitted just before
+  // each call (so once per attempt).
+  kDeliver,
+  // The entry `id` is acknowledged: its XACK was confirmed by Redis (detail "xack"), or it
+  // was dead-lettered and XACKed by one script (detail "dead_letter").
+  kAck,
+  // The shard's reader is finished: its last Redis read returned and its last handler call
+  // returned; nothing more is read or handled on the shard by this reader. detail:
+  // "drained" (a drain completed: in-flight work finished and XACKed), "abandoned" (the
+  // lease ended), "fenced" (fenced, unknown member, or dropped by the coordinator),
+  // "shutdown" (Stop() gave up waiting for a confirmed leave). An abandon is asynchronous:
+  // this event comes when the reader actually ends (a running handler call returned),
+  // possibly well after the shard stopped being listed in Status().reading.
+  kRelease,
+  // A heartbeat (or leave) exchange ended: status = the answer's status ("OK", "DRAIN",
+  // "REVOKE_PENDING", "SYNC_METADATA") or the error code name ("UNKNOWN_RESULT" for a
+  // transport failure, "FENCED_MEMBER_EPOCH", ...); member_epoch, assignment_epoch,
+  // metadata_version, lineage of the answer; sent_us = when the request was sent (the time
+  // its lease counts from); detail = the error message.
+  kHeartbeat,
+};
+std::string_view ConsumerEventKindName(ConsumerEventKind kind);
+
+struct ConsumerEvent {
+  ConsumerEventKind kind = ConsumerEventKind::kRead;
+  // std::chrono::steady_clock in microseconds since its epoch (CLOCK_MONOTONIC on Linux,
+  // so stamps of different processes on one machine are comparable).
+  int64_t t_us = 0;
+  int32_t shard = -1;   // all kinds but kLease and kHeartbeat
+  std::string stream;   // the shard's stream key
+  std::string id;       // kDeliver, kAck: the entry id
+  StreamFields fields;  // kDeliver
+  int attempt = 0;      // kDeliver: 1-based attempt, as in Message::attempt
+  int64_t assignment_epoch = -1;
+  int64_t lease_end_us = -1;  // steady_clock µs, like t_us
+  int64_t member_epoch = -1;
+  int64_t metadata_version = -1;
+  std::string lineage;
+  int64_t sent_us = -1;
+  std::string status;
+  std::string detail;
+};
+
+// Runs on library threads (the coordinator thread and the shard reader threads),
+// concurrently for different shards. It must be quick, must not throw (exceptions are
+// swallowed), and must not call into the Consumer (Status, Stop: they may deadlock).
+using ConsumerEventHandler = std::function<void(const ConsumerEvent&)>;
+
 struct ConsumerOptions {
   // rsc-coordinator endpoints, "host:port" or "http://host:port" (C6: rotated on failure).
   std::vector<std::string> coordinator_endpoints;
@@ -150,6 +214,10 @@ struct ConsumerOptions {
   // Stop() gives up on a clean leave after this long (the coordinator may be down): it then
   // abandons what is left and returns; the member expires after its member lease.
   std::chrono::milliseconds shutdown_timeout{15000};
+
+  // Optional observability hook (see ConsumerEvent): every runtime event, in the order the
+  // thread that emits it saw it. Empty = nothing is built or reported.
+  ConsumerEventHandler on_event;
 };
 
 // A snapshot of the consumer (SPEC §11 consumer signals plus delivery counters).

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -83,6 +84,29 @@ struct ProducerMessage {
   StreamFields fields;
 };
 
+// One acknowledged XADD, reported to ProducerOptions::on_publish: what an audit needs to
+// check that the producer published only under a valid routing lease (PR5) and where the
+// message went.
+struct PublishEvent {
+  std::string key;
+  StreamFields fields;
+  int32_t shard = 0;
+  std::string stream;            // the shard stream key it was appended to
+  std::string id;                // the entry id Redis assigned
+  int64_t metadata_version = 0;  // of the routing the key was routed with
+  // std::chrono::steady_clock in microseconds since its epoch (CLOCK_MONOTONIC on Linux):
+  // when the XADD was sent (taken right before the connection writes it; for a pipelined
+  // batch, before the shard's batch is written), when its reply arrived, and when the
+  // routing lease it was routed under ends.
+  int64_t sent_us = 0;
+  int64_t acked_us = 0;
+  int64_t routing_lease_end_us = 0;
+};
+// Runs on the publishing thread, inside Publish / PublishBatch, once per acknowledged
+// message (in reply order) before the call returns. It must be quick, must not throw
+// (exceptions are swallowed) and must not call into the Producer.
+using PublishEventHandler = std::function<void(const PublishEvent&)>;
+
 struct ProducerOptions {
   // rsc-coordinator endpoints, "host:port" or "http://host:port"; tried in order.
   std::vector<std::string> coordinator_endpoints;
@@ -103,6 +127,9 @@ struct ProducerOptions {
   std::chrono::milliseconds retry_max{5000};
   // Pause before trying the next endpoint after a connection error or a retryable 503.
   std::chrono::milliseconds endpoint_backoff{20};
+
+  // Optional observability hook: every acknowledged XADD (see PublishEvent).
+  PublishEventHandler on_publish;
 };
 
 // SPEC §11 producer signals, plus publish counters.

@@ -51,6 +51,26 @@ std::string_view HandlerErrorPolicyName(HandlerErrorPolicy policy) {
   return "?";
 }
 
+std::string_view ConsumerEventKindName(ConsumerEventKind kind) {
+  switch (kind) {
+    case ConsumerEventKind::kAcquire:
+      return "acquire";
+    case ConsumerEventKind::kLease:
+      return "lease";
+    case ConsumerEventKind::kRead:
+      return "read";
+    case ConsumerEventKind::kDeliver:
+      return "deliver";
+    case ConsumerEventKind::kAck:
+      return "ack";
+    case ConsumerEventKind::kRelease:
+      return "release";
+    case ConsumerEventKind::kHeartbeat:
+      return "heartbeat";
+  }
+  return "?";
+}
+
 namespace {
 
 using client::ConsumerActions;
@@ -61,6 +81,7 @@ using client::HttpTransport;
 using client::PercentEncode;
 using client::ShardReader;
 using client::SteadyNowMs;
+using client::SteadyNowUs;
 
 // A random (version 4) UUID: the member id, generated once per Consumer (SPEC §4.1).
 std::string NewUuid() {
@@ -174,13 +195,13 @@ class Consumer::Impl : public client::ReaderHost {
   // ── ReaderHost (reader threads) ──
   int64_t ReadBudgetMs(int32_t shard) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return core_.ReadBudgetMs(shard, SteadyNowMs());
+    return core_.ReadBudgetMs(shard, client::SteadyNowMsCeil());
   }
 
   bool MayProcess(int32_t /*shard*/) override {
     std::lock_guard<std::mutex> lock(mu_);
     const std::optional<TimeMs> end = core_.lease_end();
-    return end && SteadyNowMs() < *end;
+    return end && client::SteadyNowMsCeil() < *end;
   }
 
   void OnDrained(ShardReader* reader) override {
@@ -200,11 +221,36 @@ class Consumer::Impl : public client::ReaderHost {
     cv_.notify_all();
   }
 
+  void Observe(ConsumerEvent event) override {
+    if (event.kind == ConsumerEventKind::kAcquire) {
+      std::lock_guard<std::mutex> lock(mu_);
+      event.assignment_epoch = core_.Status(SteadyNowMs()).assignment_epoch;
+      if (const std::optional<TimeMs> end = core_.lease_end()) event.lease_end_us = *end * 1000;
+    }
+    Emit(event);
+  }
+
  private:
   struct Drained {
     int32_t shard = 0;
     const ShardReader* reader = nullptr;  // null: a shard that never got a reader
   };
+
+  // Calls the observability hook; it must not throw, but a library thread must not die of it.
+  void Emit(const ConsumerEvent& event) const {
+    if (!options_.on_event) return;
+    try {
+      options_.on_event(event);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): documented as swallowed
+    }
+  }
+
+  // The release detail of shards the core abandons now: lease end (C4) or a drop by the
+  // coordinator (fenced, unknown member, memberEpoch -1).
+  std::string AbandonReason() const {
+    const std::optional<TimeMs> end = core_.lease_end();
+    return !end || SteadyNowMs() >= *end ? "abandoned" : "fenced";
+  }
 
   // ── Coordinator thread ──
   void CoordinatorLoop() {
@@ -240,7 +286,7 @@ class Consumer::Impl : public client::ReaderHost {
     // Left (or gave up): nothing may run any more. After a confirmed leave no reader is
     // left; after a give-up the remaining ones are abandoned (the member expires).
     for (auto& [shard, reader] : readers_) {
-      reader->Abandon();
+      reader->Abandon("shutdown");
       retired_.push_back(std::move(reader));
     }
     readers_.clear();
@@ -255,10 +301,11 @@ class Consumer::Impl : public client::ReaderHost {
 
   // Performs one event's actions, in the core's order (consumer_core.h).
   void Apply(ConsumerActions actions) {
+    const std::string reason = actions.abandon.empty() ? "" : AbandonReason();
     for (int32_t s : actions.abandon) {
       unrouted_.erase(s);
       if (auto it = readers_.find(s); it != readers_.end()) {
-        it->second->Abandon();
+        it->second->Abandon(reason);
         retired_.push_back(std::move(it->second));
         readers_.erase(it);
       }
@@ -311,6 +358,7 @@ class Consumer::Impl : public client::ReaderHost {
     config.retry_initial = options_.handler_retry_initial;
     config.retry_max = options_.handler_retry_max;
     config.dead_letter_stream = config.stream + options_.dead_letter_suffix;
+    config.observe = static_cast<bool>(options_.on_event);
     auto reader = std::make_shared<ShardReader>(std::move(config), &handler_, this, &stats_,
                                                 std::move(predecessor));
     reader->Start();
@@ -352,16 +400,46 @@ class Consumer::Impl : public client::ReaderHost {
     const client::SendHeartbeat send = std::move(*to_send_);
     to_send_.reset();
     const int64_t held_epoch = core_.member_epoch();
+    const int64_t sent_us = core_.in_flight_sent_ms().value_or(SteadyNowMs()) * 1000;
     lock.unlock();
     HeartbeatOutcome outcome = Exchange(send, held_epoch);
     lock.lock();
     const TimeMs now = SteadyNowMs();
+    const std::optional<TimeMs> lease_before = core_.lease_end();
+    if (options_.on_event) {
+      // Reported before the answer's actions, so it precedes the acquires it leads to.
+      ConsumerEvent e;
+      e.kind = ConsumerEventKind::kHeartbeat;
+      e.t_us = SteadyNowUs();
+      e.sent_us = sent_us;
+      if (outcome.response) {
+        const HeartbeatResponse& r = *outcome.response;
+        e.status = std::string(HeartbeatStatusName(r.status));
+        e.member_epoch = r.member_epoch;
+        e.assignment_epoch = r.assignment_epoch;
+        e.metadata_version = r.metadata_version;
+        e.lineage = r.lineage;
+        if (send.leave) e.detail = "leave";
+      } else {
+        e.status = std::string(ErrorCodeName(outcome.error));
+        e.detail = outcome.message;
+      }
+      Emit(e);
+    }
     if (outcome.response) {
       last_heartbeat_error_.clear();
       Apply(core_.OnHeartbeatResponse(*outcome.response, now));
     } else {
       last_heartbeat_error_ = std::move(outcome.message);
       Apply(core_.OnHeartbeatError(outcome.error, now));
+    }
+    if (options_.on_event && core_.lease_end() && core_.lease_end() != lease_before) {
+      ConsumerEvent e;
+      e.kind = ConsumerEventKind::kLease;
+      e.t_us = SteadyNowUs();
+      e.lease_end_us = *core_.lease_end() * 1000;
+      e.assignment_epoch = core_.Status(now).assignment_epoch;
+      Emit(e);
     }
   }
 

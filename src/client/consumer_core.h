@@ -246,6 +246,11 @@ class ConsumerCore {
   int64_t metadata_version() const { return observed_version_; }
   const std::string& lineage() const { return observed_lineage_; }
   bool heartbeat_in_flight() const { return in_flight_.has_value(); }
+  // When the heartbeat in flight was sent (the `now` of the event that emitted it): the
+  // time its answer's lease counts from (C1).
+  std::optional<TimeMs> in_flight_sent_ms() const {
+    return in_flight_ ? std::optional<TimeMs>(in_flight_->sent_ms) : std::nullopt;
+  }
   std::optional<TimeMs> lease_end() const { return lease_end_; }
   int endpoint() const { return endpoint_; }
   // The request the next heartbeat would carry (for tests and debugging).

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <exception>
 
+#include "client/http_transport.h"  // SteadyNowUs
+
 namespace rsc::client {
 namespace {
 
@@ -79,9 +81,10 @@ void ShardReader::Drain() {
   cv_.notify_all();
 }
 
-void ShardReader::Abandon() {
+void ShardReader::Abandon(std::string reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!abandon_) abandon_reason_ = std::move(reason);
     abandon_ = true;
   }
   cv_.notify_all();
@@ -123,7 +126,19 @@ bool ShardReader::Pause(std::chrono::milliseconds d) {
 }
 
 void ShardReader::Run() {
-  RunLoop();
+  const End end = RunLoop();
+  // Nothing more is read or handled by this reader: the last read and the last handler
+  // call have returned. Reported before OnDrained, so the release precedes the REVOKED
+  // report and with it any handoff of the shard.
+  if (acquired_) {
+    std::string detail = "drained";
+    if (end == End::kAbandoned) {
+      std::lock_guard<std::mutex> lock(mu_);
+      detail = abandon_reason_;
+    }
+    Emit(ConsumerEventKind::kRelease, {}, std::move(detail));
+  }
+  if (end == End::kDrained) host_->OnDrained(this);
   redis_.Reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -143,24 +158,37 @@ bool ShardReader::WaitForPredecessor() {
   return true;
 }
 
-void ShardReader::RunLoop() {
+void ShardReader::Emit(ConsumerEventKind kind, std::string id, std::string detail,
+                       const StreamFields* fields, int attempt) {
+  if (!config_.observe) return;
+  ConsumerEvent e;
+  e.kind = kind;
+  e.t_us = SteadyNowUs();
+  e.shard = config_.shard;
+  e.stream = config_.stream;
+  e.id = std::move(id);
+  e.detail = std::move(detail);
+  if (fields != nullptr) e.fields = *fields;
+  e.attempt = attempt;
+  host_->Observe(std::move(e));
+}
+
+ShardReader::End ShardReader::RunLoop() {
   if (!WaitForPredecessor()) {
     // Nothing was read, so nothing is in flight: a drain is complete at once.
-    if (!Abandoned()) host_->OnDrained(this);
-    return;
+    return Abandoned() ? End::kAbandoned : End::kDrained;
   }
+  // From here on the shard may be read: reported before the first read (the takeover).
+  acquired_ = true;
+  Emit(ConsumerEventKind::kAcquire);
   Stage stage = Stage::kSetup;
   auto backoff = std::chrono::milliseconds(100);
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (abandon_) return;
-      if (drain_) {
-        lock.unlock();
-        // Every batch XACKs what it completed before the next loop turn: drained.
-        host_->OnDrained(this);
-        return;
-      }
+      if (abandon_) return End::kAbandoned;
+      // Every batch XACKs what it completed before the next loop turn: drained.
+      if (drain_) return End::kDrained;
     }
     if (halted_) {
       Pause(std::chrono::milliseconds(1000));
@@ -247,6 +275,7 @@ bool ShardReader::TakeOver() {
   for (;;) {
     if (Stopping()) return false;
     std::string error;
+    Emit(ConsumerEventKind::kRead, {}, "XAUTOCLAIM");
     RedisReplyPtr r =
         redis_.Command({"XAUTOCLAIM", config_.stream, config_.group, config_.consumer_name, "0",
                         cursor, "COUNT", std::to_string(config_.max_batch), "JUSTID"},
@@ -274,6 +303,7 @@ bool ShardReader::TakeOverWithXclaim() {
   for (;;) {
     if (Stopping()) return false;
     std::string error;
+    Emit(ConsumerEventKind::kRead, {}, "XPENDING");
     RedisReplyPtr r = redis_.Command(
         {"XPENDING", config_.stream, config_.group, start, "+", std::to_string(config_.max_batch)},
         &error);
@@ -292,6 +322,7 @@ bool ShardReader::TakeOverWithXclaim() {
     if (claim.size() == 5) return true;
     start = NextId(claim.back());
     claim.push_back("JUSTID");
+    Emit(ConsumerEventKind::kRead, {}, "XCLAIM");
     RedisReplyPtr c = redis_.Command(claim, &error);
     if (!c || c->type != REDIS_REPLY_ARRAY) {
       RedisFailed(c ? fmt::format("XCLAIM {}: {}", config_.stream, ReplyText(c.get())) : error);
@@ -314,6 +345,7 @@ bool ShardReader::Read(Stage stage, int64_t budget_ms, std::vector<Entry>* batch
   args.insert(args.end(), {"STREAMS", config_.stream,
                            stage == Stage::kLive ? std::string(">") : pending_cursor_});
   std::string error;
+  Emit(ConsumerEventKind::kRead, {}, "XREADGROUP");
   RedisReplyPtr r = redis_.Command(args, &error, timeout);
   if (!r) {
     RedisFailed(error);
@@ -381,6 +413,7 @@ ShardReader::Outcome ShardReader::Handle(const Entry& entry) {
   for (;;) {
     ++msg.attempt;
     HandlerResult result;
+    Emit(ConsumerEventKind::kDeliver, entry.id, {}, &entry.fields, msg.attempt);
     try {
       result = (*handler_)(msg);
     } catch (const std::exception& e) {
@@ -415,6 +448,7 @@ ShardReader::Outcome ShardReader::Handle(const Entry& entry) {
       }
       stats_->dead_lettered.fetch_add(1);
       stats_->acked.fetch_add(1);
+      Emit(ConsumerEventKind::kAck, entry.id, "dead_letter");
       return Outcome::kDeadLettered;
     }
     if (!Pause(backoff)) return Outcome::kGaveUp;
@@ -459,6 +493,7 @@ bool ShardReader::Ack(const std::vector<std::string>& ids) {
     return false;
   }
   stats_->acked.fetch_add(r->integer);
+  for (const std::string& id : ids) Emit(ConsumerEventKind::kAck, id, "xack");
   return true;
 }
 

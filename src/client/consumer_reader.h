@@ -17,10 +17,18 @@
 // Two ways to end, both driven by the runtime's coordinator thread:
 // * Drain(): no new reads; the batch in flight is finished and XACKed; then
 //   host->OnDrained(this) is called once from the reader thread and the thread ends.
-// * Abandon(): no further handler calls, no XACK; the thread ends as soon as the current
-//   handler call or Redis command returns. Nothing is reported.
+// * Abandon(reason): no further handler calls, no XACK; the thread ends as soon as the
+//   current handler call or Redis command returns. Nothing is reported to the host but the
+//   release event.
 // Either way the reader also stops handling a batch once host->MayProcess says the
 // assignment lease has ended (C4), before the core's abandon arrives.
+//
+// Observability (config.observe): the reader reports ConsumerEvents through host->Observe:
+// kAcquire before its first Redis read (after the predecessor finished), kRead before each
+// read command, kDeliver before each handler call, kAck after each confirmed XACK, and
+// kRelease once nothing more is read or handled — before OnDrained on a drain, at the end
+// of the thread on an abandon. A reader that never acquired (stopped while waiting for its
+// predecessor) reports neither.
 //
 // Thread safety: Drain, Abandon, Finished and Join may be called from any thread. The
 // ReaderHost and the DeliveryStats must outlive the reader (the runtime joins every reader
@@ -76,6 +84,9 @@ class ReaderHost {
   virtual void OnDrained(ShardReader* reader) = 0;
   // HandlerErrorPolicy::kStop: the handler failed max_attempts times on one message.
   virtual void OnHandlerGaveUp(int32_t shard, const std::string& error) = 0;
+  // An observability event (only with ReaderConfig::observe). t_us is stamped; for
+  // kAcquire the host fills in the lease (assignment_epoch, lease_end_us).
+  virtual void Observe(ConsumerEvent event) = 0;
 };
 
 struct ReaderConfig {
@@ -92,6 +103,7 @@ struct ReaderConfig {
   std::chrono::milliseconds retry_initial{50};
   std::chrono::milliseconds retry_max{2000};
   std::string dead_letter_stream;
+  bool observe = false;  // report ConsumerEvents to host->Observe
 };
 
 class ShardReader {
@@ -106,7 +118,8 @@ class ShardReader {
 
   void Start();
   void Drain();
-  void Abandon();
+  // `reason` becomes the detail of the release event ("abandoned", "fenced", "shutdown").
+  void Abandon(std::string reason = "abandoned");
   bool Finished() const;
   // Waits until the thread ended, or `timeout` passed (false).
   bool WaitFinished(std::chrono::milliseconds timeout) const;
@@ -123,9 +136,10 @@ class ShardReader {
   };
   enum class Stage { kSetup, kPending, kLive };
   enum class Outcome { kDone, kDeadLettered, kGaveUp };
+  enum class End { kDrained, kAbandoned };
 
   void Run();
-  void RunLoop();
+  End RunLoop();
   bool WaitForPredecessor();
   bool Setup();
   bool CreateGroup();
@@ -137,6 +151,9 @@ class ShardReader {
   bool DeadLetter(const Entry& entry, const std::string& error, int attempts);
   bool Ack(const std::vector<std::string>& ids);
   void RedisFailed(const std::string& error);
+  // Observability: stamps and reports an event of this shard (no-op unless observing).
+  void Emit(ConsumerEventKind kind, std::string id = {}, std::string detail = {},
+            const StreamFields* fields = nullptr, int attempt = 0);
 
   bool Stopping() const;  // Drain or Abandon requested
   bool Abandoned() const;
@@ -152,14 +169,16 @@ class ShardReader {
   // Used by the reader thread only.
   RedisConn redis_;
   std::string pending_cursor_ = "0";
-  bool halted_ = false;  // kStop gave up: read nothing more, wait for the drain
+  bool halted_ = false;    // kStop gave up: read nothing more, wait for the drain
+  bool acquired_ = false;  // kAcquire was reported (so a kRelease is due)
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  bool drain_ = false;     // guarded by mu_
-  bool abandon_ = false;   // guarded by mu_
-  bool finished_ = false;  // guarded by mu_
-  std::mutex join_mu_;     // serializes Join
+  bool drain_ = false;          // guarded by mu_
+  bool abandon_ = false;        // guarded by mu_
+  std::string abandon_reason_;  // guarded by mu_
+  bool finished_ = false;       // guarded by mu_
+  std::mutex join_mu_;          // serializes Join
   std::thread thread_;
 };
 

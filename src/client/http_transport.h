@@ -32,6 +32,24 @@ inline int64_t SteadyNowMs() {
       .count();
 }
 
+// The same clock in microseconds: the stamps of ConsumerEvent / PublishEvent.
+inline int64_t SteadyNowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The clock rounded UP to the millisecond, for deciding whether a lease still allows an
+// action now (C1, C4, PR5). Leases end on whole milliseconds; with the rounded-down clock a
+// check at end - 0.1 ms passes and the action (a read, its BLOCK, an XADD) happens after
+// the lease ended. Rounded up, a passing check leaves at least 1 ms, and a BLOCK capped by
+// `end - now` ends before the lease does. Lease starts use SteadyNowMs (rounded down): both
+// err on the short side.
+inline int64_t SteadyNowMsCeil() {
+  const int64_t us = SteadyNowUs();
+  return us / 1000 + (us % 1000 != 0 ? 1 : 0);
+}
+
 struct HttpEndpoint {
   std::string host;
   int port = 0;

@@ -63,6 +63,7 @@ using client::RouteErrorKind;
 using client::RouteResult;
 using client::RouteTarget;
 using client::SteadyNowMs;
+using client::SteadyNowUs;
 
 ProducerError Err(ProducerErrorCode code, std::string message) {
   return ProducerError{code, std::move(message)};
@@ -152,7 +153,8 @@ class Producer::Impl {
       out.assign(keys.size(), Err(ProducerErrorCode::kClosed, "producer is closed"));
       return out;
     }
-    const TimeMs now = SteadyNowMs();
+    // Rounded up: a route granted now leaves the XADD inside the routing lease (PR5).
+    const TimeMs now = client::SteadyNowMsCeil();
     bool wake = false;
     for (std::string_view key : keys) {
       RouteResult r = core_.Route(key, now);
@@ -214,6 +216,8 @@ class Producer::Impl {
         continue;
       }
       for (size_t i : indices) redis_.Append(XaddArgs(routes[i].value().stream, *fields[i]));
+      // Appends only fill the output buffer; the first Read writes it.
+      const int64_t sent_us = SteadyNowUs();
       for (size_t i : indices) {
         if (broken) {
           results[i] = Err(ProducerErrorCode::kUnknownResult,
@@ -230,6 +234,12 @@ class Producer::Impl {
                                        routes[i].value().stream, redis_.TransportError()));
         } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
           results[i] = std::string(r->str, r->len);
+          if (options_.on_publish) {
+            const RouteTarget& route = routes[i].value();
+            ReportPublished(PublishEvent{std::string(keys[i]), *fields[i], route.shard,
+                                         route.stream, results[i].value(), route.metadata_version,
+                                         sent_us, SteadyNowUs(), route.lease_end_ms * 1000});
+          }
         } else if (r->type == REDIS_REPLY_ERROR) {
           results[i] = Err(ProducerErrorCode::kRedisError,
                            fmt::format("XADD to {} refused: {}", routes[i].value().stream,
@@ -244,6 +254,13 @@ class Producer::Impl {
     if (broken) redis_.Reset();
     for (const auto& r : results) (r.ok() ? publishes_ok_ : publishes_failed_).fetch_add(1);
     return results;
+  }
+
+  void ReportPublished(const PublishEvent& event) const {
+    try {
+      options_.on_publish(event);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): documented as swallowed
+    }
   }
 
   ProducerMetrics Metrics() const {

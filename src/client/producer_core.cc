@@ -193,7 +193,7 @@ RouteResult ProducerCore::Route(std::string_view key, TimeMs now) {
   }
   const int32_t shard = ShardForKey(key, cache_->shard_count);
   for (const RoutingShard& s : cache_->shards) {
-    if (s.id == shard) return RouteTarget{shard, s.stream, cache_->metadata_version};
+    if (s.id == shard) return RouteTarget{shard, s.stream, cache_->metadata_version, end};
   }
   // Unreachable with a validated cache; kept so a bug cannot misroute silently.
   OnPublishError(PublishErrorKind::kStaleRouting, now);

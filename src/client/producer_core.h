@@ -68,6 +68,8 @@ struct RouteTarget {
   int32_t shard = 0;
   std::string stream;  // the shard's Redis Stream key, as published by the coordinator
   int64_t metadata_version = 0;
+  // When the routing lease this route was decided under ends (same clock as `now`).
+  TimeMs lease_end_ms = 0;
 };
 
 enum class RouteErrorKind {

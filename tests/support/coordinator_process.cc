@@ -65,7 +65,7 @@ std::vector<std::string> CoordinatorProcess::Args() const {
                                 "--redis",
                                 options_.redis_url,
                                 "--listen",
-                                "127.0.0.1:0",
+                                "127.0.0.1:" + std::to_string(options_.port),
                                 "--tick-interval-ms",
                                 std::to_string(options_.tick_interval_ms),
                                 "--shutdown-grace-ms",

@@ -1,10 +1,10 @@
 #pragma once
 // CoordinatorProcess: a real `rsc-coordinator` process for the Level-2 integration tests
-// (ENGINEERING §5). It listens on 127.0.0.1:0; Start() waits (bounded) for the log line
-// `event=listening address=127.0.0.1:PORT` and parses the port from it. stdout and
-// stderr go to a log file in the process's own temp directory; Log()/LogTail() return it
-// for failure messages. The destructor kills the process by PID (SIGKILL) and removes the
-// directory; the child also dies with the test process (PR_SET_PDEATHSIG).
+// (ENGINEERING §5). It listens on 127.0.0.1:<port> (0 = free); Start() waits (bounded) for the log
+// line `event=listening address=127.0.0.1:PORT` and parses the port from it. stdout and stderr go
+// to a log file in the process's own temp directory; Log()/LogTail() return it for failure
+// messages. The destructor kills the process by PID (SIGKILL) and removes the directory; the child
+// also dies with the test process (PR_SET_PDEATHSIG).
 //
 // Run tests that use it inside scripts/netns.sh: the host loopback is throttled.
 //
@@ -25,6 +25,9 @@ namespace rsc::testing {
 struct CoordinatorOptions {
   std::string redis_url;    // --redis (required: the tests never use the embedded mode)
   std::string admin_token;  // --admin-token ("" = admin open)
+  // --listen 127.0.0.1:<port>; 0 = a free port. A fixed port lets a new process take the
+  // place of a killed one at the address the clients were configured with.
+  int port = 0;
   int64_t tick_interval_ms = 200;
   int64_t shutdown_grace_ms = 5000;
   std::string log_level = "info";
