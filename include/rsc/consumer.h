@@ -246,6 +246,9 @@ struct ConsumerStatus {
   int64_t messages_handled = 0;  // handler calls that succeeded
   int64_t messages_acked = 0;
   int64_t messages_claimed = 0;  // taken over from previous owners (C7)
+  // Times a reader found entries that a previous owner's late read took after the takeover
+  // (pending for another consumer name) and claimed them back before going on.
+  int64_t late_read_reclaims = 0;
   int64_t handler_failures = 0;  // failed attempts
   int64_t dead_lettered = 0;
   std::string last_handler_error;

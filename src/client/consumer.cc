@@ -184,6 +184,7 @@ class Consumer::Impl : public client::ReaderHost {
     out.messages_handled = stats_.handled.load();
     out.messages_acked = stats_.acked.load();
     out.messages_claimed = stats_.claimed.load();
+    out.late_read_reclaims = stats_.foreign_claims.load();
     out.handler_failures = stats_.handler_failures.load();
     out.dead_lettered = stats_.dead_lettered.load();
     out.last_handler_error = stats_.handler_error();
@@ -245,30 +246,32 @@ class Consumer::Impl : public client::ReaderHost {
     }
   }
 
-  // The release detail of shards the core abandons now: lease end (C4) or a drop by the
-  // coordinator (fenced, unknown member, memberEpoch -1).
-  std::string AbandonReason() const {
-    const std::optional<TimeMs> end = core_.lease_end();
-    return !end || SteadyNowMs() >= *end ? "abandoned" : "fenced";
+  // The release detail of shards an event abandons: the lease had ended (C4: "abandoned")
+  // or the coordinator dropped them while it ran (fenced, unknown member, memberEpoch -1:
+  // "fenced"). Judged on the lease as it was BEFORE the event: a drop also clears it.
+  static std::string AbandonReason(std::optional<TimeMs> lease_before) {
+    return !lease_before || SteadyNowMs() >= *lease_before ? "abandoned" : "fenced";
   }
 
   // ── Coordinator thread ──
   void CoordinatorLoop() {
     std::unique_lock<std::mutex> lock(mu_);
-    Apply(core_.Start(SteadyNowMs()));
+    Apply(core_.Start(SteadyNowMs()), std::nullopt);  // no lease yet
     std::optional<TimeMs> give_up_at;
     for (;;) {
       ReapRetired(lock);
       if (stop_requested_ && !give_up_at) {
         give_up_at = SteadyNowMs() + options_.shutdown_timeout.count();
-        Apply(core_.Shutdown(SteadyNowMs()));
+        const std::optional<TimeMs> lease = core_.lease_end();
+        Apply(core_.Shutdown(SteadyNowMs()), lease);
       }
       std::vector<Drained> drained;
       drained.swap(drained_);
       for (const Drained& d : drained) HandleDrained(d);
       if (core_.phase() == client::ConsumerPhase::kLeft) break;
       if (give_up_at && SteadyNowMs() >= *give_up_at) break;  // leave not confirmed in time
-      Apply(core_.Tick(SteadyNowMs()));
+      const std::optional<TimeMs> lease = core_.lease_end();
+      Apply(core_.Tick(SteadyNowMs()), lease);
       if (!unrouted_.empty() && SteadyNowMs() >= next_routing_ms_) RefreshRouting(lock);
       SaveVersion(lock);
       if (to_send_) {
@@ -299,9 +302,10 @@ class Consumer::Impl : public client::ReaderHost {
     stopped_ = true;
   }
 
-  // Performs one event's actions, in the core's order (consumer_core.h).
-  void Apply(ConsumerActions actions) {
-    const std::string reason = actions.abandon.empty() ? "" : AbandonReason();
+  // Performs one event's actions, in the core's order (consumer_core.h). `lease_before`:
+  // the core's lease end before the event that produced them.
+  void Apply(ConsumerActions actions, std::optional<TimeMs> lease_before) {
+    const std::string reason = actions.abandon.empty() ? "" : AbandonReason(lease_before);
     for (int32_t s : actions.abandon) {
       unrouted_.erase(s);
       if (auto it = readers_.find(s); it != readers_.end()) {
@@ -375,7 +379,8 @@ class Consumer::Impl : public client::ReaderHost {
     } else if (readers_.count(d.shard) != 0) {
       return;
     }
-    Apply(core_.OnShardDrained(d.shard, SteadyNowMs()));
+    const std::optional<TimeMs> lease = core_.lease_end();
+    Apply(core_.OnShardDrained(d.shard, SteadyNowMs()), lease);
   }
 
   // Joins readers whose thread ended (their join is then immediate).
@@ -428,10 +433,10 @@ class Consumer::Impl : public client::ReaderHost {
     }
     if (outcome.response) {
       last_heartbeat_error_.clear();
-      Apply(core_.OnHeartbeatResponse(*outcome.response, now));
+      Apply(core_.OnHeartbeatResponse(*outcome.response, now), lease_before);
     } else {
       last_heartbeat_error_ = std::move(outcome.message);
-      Apply(core_.OnHeartbeatError(outcome.error, now));
+      Apply(core_.OnHeartbeatError(outcome.error, now), lease_before);
     }
     if (options_.on_event && core_.lease_end() && core_.lease_end() != lease_before) {
       ConsumerEvent e;

@@ -1,6 +1,8 @@
 #include "client/consumer_reader.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <charconv>
@@ -88,6 +90,10 @@ void ShardReader::Abandon(std::string reason) {
     abandon_ = true;
   }
   cv_.notify_all();
+  // A Redis command in flight returns now instead of after its reply timeout (plus BLOCK):
+  // nothing it would bring back may be used anyway, and the shard counts as ours until the
+  // reader ends.
+  redis_.Interrupt();
 }
 
 bool ShardReader::Finished() const {
@@ -126,6 +132,13 @@ bool ShardReader::Pause(std::chrono::milliseconds d) {
 }
 
 void ShardReader::Run() {
+  // A write to a connection that Abandon() shut down (or that the peer reset) fails with
+  // EPIPE and raises SIGPIPE at the writing thread. Blocked in this thread, the signal
+  // stays pending here instead of killing the application; the write reports the error.
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
   const End end = RunLoop();
   // Nothing more is read or handled by this reader: the last read and the last handler
   // call have returned. Reported before OnDrained, so the release precedes the REVOKED
@@ -195,6 +208,13 @@ ShardReader::End ShardReader::RunLoop() {
       continue;
     }
     if (stage == Stage::kSetup) {
+      // The takeover claims entries: like a read, only inside the lease (C1/C4). A reader
+      // whose connection failed after its lease ended must not steal the next owner's
+      // pending entries.
+      if (host_->ReadBudgetMs(config_.shard) <= 0) {
+        Pause(std::chrono::milliseconds(20));
+        continue;
+      }
       if (!Setup()) {
         Pause(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
@@ -224,9 +244,28 @@ ShardReader::End ShardReader::RunLoop() {
     if (stage == Stage::kPending) {
       if (batch.empty()) {
         stage = Stage::kLive;
+        last_foreign_check_ = std::chrono::steady_clock::now();
         continue;
       }
       pending_cursor_ = batch.back().id;
+    } else if (!batch.empty() ||
+               std::chrono::steady_clock::now() - last_foreign_check_ >= kIdleForeignCheck) {
+      // Before handling new entries, make sure no other consumer of G holds older ones (see
+      // ForeignPending); an idle shard checks now and then, so none stays stranded.
+      bool foreign = false;
+      if (!ForeignPending(&foreign)) {
+        stage = Stage::kSetup;
+        Pause(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+        continue;
+      }
+      last_foreign_check_ = std::chrono::steady_clock::now();
+      if (foreign) {
+        // Claim them (with this batch, which is ours already) and read the pending list
+        // again from the start: everything is then handled in stream order.
+        stage = Stage::kSetup;
+        continue;
+      }
     }
     bool interrupted = false;
     Process(batch, &interrupted);
@@ -273,7 +312,7 @@ bool ShardReader::TakeOver() {
   // expired (K1), so min-idle-time 0 steals nothing from a live reader.
   std::string cursor = "0-0";
   for (;;) {
-    if (Stopping()) return false;
+    if (Stopping() || host_->ReadBudgetMs(config_.shard) <= 0) return false;
     std::string error;
     Emit(ConsumerEventKind::kRead, {}, "XAUTOCLAIM");
     RedisReplyPtr r =
@@ -297,11 +336,38 @@ bool ShardReader::TakeOver() {
   }
 }
 
+bool ShardReader::ForeignPending(bool* foreign) {
+  // A previous owner's XREADGROUP can reach Redis after our takeover: delayed in the
+  // network, sent by a process that was paused between its lease check and the send, or
+  // answered from state a failover rolled back. Redis then hands new entries to that
+  // consumer name, whose reader is gone: without this check they would stay in its pending
+  // list forever, and we would go on with later entries of the same keys. The shard is ours
+  // while our lease runs (the caller just read inside it), so any entry pending for
+  // another consumer name is one of those. Our own pending list holds only the batch just
+  // read (every earlier batch was XACKed or sent us back to the pending stage), so the
+  // lowest pending entry of the group is enough to tell.
+  std::string error;
+  RedisReplyPtr r =
+      redis_.Command({"XPENDING", config_.stream, config_.group, "-", "+", "1"}, &error);
+  if (!r || r->type != REDIS_REPLY_ARRAY) {
+    RedisFailed(r ? fmt::format("XPENDING {}: {}", config_.stream, ReplyText(r.get())) : error);
+    return false;
+  }
+  *foreign = false;
+  if (r->elements == 0) return true;
+  const redisReply* e = r->element[0];
+  if (e->type == REDIS_REPLY_ARRAY && e->elements >= 2) {
+    *foreign = ReplyText(e->element[1]) != config_.consumer_name;
+  }
+  if (*foreign) stats_->foreign_claims.fetch_add(1);
+  return true;
+}
+
 bool ShardReader::TakeOverWithXclaim() {
   // Redis < 6.2: walk the pending list with XPENDING and XCLAIM each page.
   std::string start = "-";
   for (;;) {
-    if (Stopping()) return false;
+    if (Stopping() || host_->ReadBudgetMs(config_.shard) <= 0) return false;
     std::string error;
     Emit(ConsumerEventKind::kRead, {}, "XPENDING");
     RedisReplyPtr r = redis_.Command(

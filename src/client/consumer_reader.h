@@ -8,7 +8,13 @@
 //       XPENDING + XCLAIM when the server does not know XAUTOCLAIM)
 //   XREADGROUP ... STREAMS <stream> 0, 1-2, ...  (our pending entries: the claimed ones first)
 //   XREADGROUP ... BLOCK min(block, ReadBudgetMs) STREAMS <stream> >      (new entries)
+//   XPENDING <stream> <G> - + 1   after each non-empty read of new entries (and every
+//       second while idle): if the group's lowest pending entry belongs to another consumer
+//       name, a previous owner's read reached Redis after our takeover and took entries
+//       nobody will handle; the reader claims them (the takeover again) and reads its
+//       pending list from the start before handling anything newer, so per-key order holds.
 //
+// The takeover and every read are issued only while the lease runs (ReadBudgetMs > 0).
 // Each batch is handed to the handler in order and the completed entries are XACKed
 // together after the batch. After any Redis failure the reader reconnects (with backoff)
 // and starts over from the group creation, so entries delivered to it but not yet handled
@@ -17,9 +23,9 @@
 // Two ways to end, both driven by the runtime's coordinator thread:
 // * Drain(): no new reads; the batch in flight is finished and XACKed; then
 //   host->OnDrained(this) is called once from the reader thread and the thread ends.
-// * Abandon(reason): no further handler calls, no XACK; the thread ends as soon as the
-//   current handler call or Redis command returns. Nothing is reported to the host but the
-//   release event.
+// * Abandon(reason): no further handler calls, no XACK; a Redis command in flight is cut
+//   (RedisConn::Interrupt), so the thread ends as soon as the current handler call, if
+//   any, returns. Nothing is reported to the host but the release event.
 // Either way the reader also stops handling a batch once host->MayProcess says the
 // assignment lease has ended (C4), before the core's abandon arrives.
 //
@@ -55,6 +61,9 @@ struct DeliveryStats {
   std::atomic<int64_t> handled{0};
   std::atomic<int64_t> acked{0};
   std::atomic<int64_t> claimed{0};
+  // Times a reader found entries pending for another consumer name after its takeover
+  // (a previous owner's late read) and claimed them back (ShardReader::ForeignPending).
+  std::atomic<int64_t> foreign_claims{0};
   std::atomic<int64_t> handler_failures{0};
   std::atomic<int64_t> dead_lettered{0};
 
@@ -145,6 +154,9 @@ class ShardReader {
   bool CreateGroup();
   bool TakeOver();
   bool TakeOverWithXclaim();
+  // Whether the group's lowest pending entry on the stream belongs to another consumer
+  // name (*foreign). False on a Redis failure.
+  bool ForeignPending(bool* foreign);
   bool Read(Stage stage, int64_t budget_ms, std::vector<Entry>* batch, bool* no_group);
   void Process(const std::vector<Entry>& batch, bool* interrupted);
   Outcome Handle(const Entry& entry);
@@ -169,6 +181,9 @@ class ShardReader {
   // Used by the reader thread only.
   RedisConn redis_;
   std::string pending_cursor_ = "0";
+  // When ForeignPending last ran; an idle live shard runs it every kIdleForeignCheck.
+  std::chrono::steady_clock::time_point last_foreign_check_{};
+  static constexpr std::chrono::milliseconds kIdleForeignCheck{1000};
   bool halted_ = false;    // kStop gave up: read nothing more, wait for the drain
   bool acquired_ = false;  // kAcquire was reported (so a kRelease is due)
 

@@ -1,6 +1,7 @@
 #include "client/redis_conn.h"
 
 #include <fmt/format.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <charconv>
@@ -99,8 +100,15 @@ RedisConn::RedisConn(RedisTarget target, std::chrono::milliseconds timeout)
 RedisConn::~RedisConn() { Reset(); }
 
 void RedisConn::Reset() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
+}
+
+void RedisConn::Interrupt() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  interrupted_ = true;
+  if (ctx_ != nullptr && ctx_->fd >= 0) ::shutdown(ctx_->fd, SHUT_RDWR);
 }
 
 void RedisConn::SetTimeout(std::chrono::milliseconds timeout) {
@@ -110,7 +118,17 @@ void RedisConn::SetTimeout(std::chrono::milliseconds timeout) {
 bool RedisConn::Ensure(std::string* error) {
   if (ctx_ != nullptr && ctx_->err == 0) return true;
   Reset();
-  ctx_ = redisConnectWithTimeout(target_.host.c_str(), target_.port, ToTimeval(timeout_));
+  redisContext* c =
+      redisConnectWithTimeout(target_.host.c_str(), target_.port, ToTimeval(timeout_));
+  {
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    if (interrupted_) {
+      if (c != nullptr) redisFree(c);
+      *error = "the connection was interrupted (its owner is stopping)";
+      return false;
+    }
+    ctx_ = c;
+  }
   if (ctx_ == nullptr || ctx_->err != 0) {
     *error = fmt::format("cannot connect to Redis {}:{}: {}", target_.host, target_.port,
                          ctx_ != nullptr ? ctx_->errstr : "out of memory");
@@ -142,6 +160,14 @@ RedisReplyPtr RedisConn::Command(const std::vector<std::string>& args, std::stri
   if (ctx_ == nullptr) {
     *error = "not connected to Redis";
     return nullptr;
+  }
+  {
+    // Writing to a shut-down socket raises SIGPIPE: do not even try once interrupted.
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    if (interrupted_) {
+      *error = "the connection was interrupted (its owner is stopping)";
+      return nullptr;
+    }
   }
   std::vector<const char*> argv;
   std::vector<size_t> argl;

@@ -8,12 +8,13 @@
 // evolve separately. Same accepted URL form: redis://[user[:password]@]host[:port][/db].
 //
 // Thread safety: ParseRedisUrl is pure. A RedisConn is used by one thread at a time
-// (each shard reader owns one).
+// (each shard reader owns one), except Interrupt(), which any thread may call.
 
 #include <hiredis/hiredis.h>
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,12 @@ class RedisConn {
   RedisReplyPtr Command(const std::vector<std::string>& args, std::string* error,
                         std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   void Reset();
+  // Cuts the connection (shutdown of the socket) so that a command the owner thread is
+  // blocked in returns at once with a transport error, and makes every later Ensure()
+  // fail: for an owner that must stop now (an abandoned shard reader). Without it such a
+  // reader would end only when its command returns — up to the reply timeout plus the
+  // BLOCK later — and still count as reading the shard until then.
+  void Interrupt();
 
   // Pipelining (the producer's batched XADDs): Append queues a command, Read flushes and
   // reads one reply in order (nullptr on a transport failure; TransportError says why).
@@ -70,7 +77,12 @@ class RedisConn {
 
   RedisTarget target_;
   std::chrono::milliseconds timeout_;
+  // Written by the owner thread under fd_mu_ (connect, free), read by it without the lock;
+  // Interrupt() reads it under fd_mu_, so the socket it shuts down cannot be closed (and
+  // its number reused by another connection) meanwhile.
   redisContext* ctx_ = nullptr;
+  std::mutex fd_mu_;
+  bool interrupted_ = false;  // guarded by fd_mu_
 };
 
 }  // namespace rsc::client

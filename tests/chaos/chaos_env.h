@@ -19,7 +19,9 @@
 //   * SCRIPT FLUSH on master and replica (`script_flush`);
 //   * deletion of the group's metadata key (`key_delete`) and the operator's restore from
 //     an export taken just before (`restore`);
-//   * coordinator SIGKILL + restart, SIGSTOP/SIGCONT, proxy delay/reset/blackhole.
+//   * coordinator SIGKILL + restart (a new process behind the same proxy), SIGSTOP/SIGCONT,
+//     both coordinators down (`coordinators_down` … `coordinators_up`, what L2 judges),
+//     proxy delay/reset/blackhole.
 // Sleeping in this file is the length of a fault, never synchronisation; every wait for a
 // state is bounded and says what did not happen.
 //
@@ -31,6 +33,7 @@
 
 #include <boost/json.hpp>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -80,6 +83,7 @@ class ChaosEnv {
       coordinators_[i] = std::make_unique<CoordinatorProcess>(
           CoordinatorOptions{.redis_url = RedisUrl(), .tick_interval_ms = 100});
       if (auto r = coordinators_[i]->Start(); !r) return r;
+      Record(sim::HistKind::kStart, "", CoordinatorProc(i));
       coord_proxies_[i] = std::make_unique<FaultProxy>(coordinators_[i]->Port(), rng_());
     }
     HttpClient http(coordinators_[0]->Port());
@@ -111,16 +115,17 @@ class ChaosEnv {
   const sim::History& history() const { return history_; }
 
   // ── the driver's own history ──
+  // Every event recorded is also passed to `sink` (e.g. a JSONL log), in recording order.
+  void set_sink(std::function<void(const sim::HistEvent&)> sink) { sink_ = std::move(sink); }
   void Record(sim::HistKind kind, std::string detail, std::string proc = "driver") {
     sim::HistEvent e;
     e.t_us = MonotonicUs();
     e.kind = kind;
     e.proc = std::move(proc);
     e.detail = std::move(detail);
-    history_.push_back(std::move(e));
+    Append(std::move(e));
   }
   void RecordFault(const std::string& kind) { Record(sim::HistKind::kFault, kind); }
-  std::map<std::string, int64_t>& fault_counts() { return fault_counts_; }
 
   // ── Redis faults ──
 
@@ -154,7 +159,7 @@ class ChaosEnv {
         e.shard = shard;
         e.stream = ShardStream(shard);
         e.id = id;
-        history_.push_back(std::move(e));
+        Append(std::move(e));
         ++n;
       }
     }
@@ -169,15 +174,17 @@ class ChaosEnv {
     if (auto r = WaitReplicaInSync(std::chrono::seconds(10)); !r) return r;
     repl_proxy_->SetFaults({.blackhole = true});
     std::this_thread::sleep_for(cut_for);  // the fault's length: writes the replica misses
-    RecordFault("failover");
-    ++fault_counts_["failover"];
     RedisProcess& old_master = master();
     RedisProcess& promoted = replica();
     if (!promoted.Cli()->Run({"REPLICAOF", "NO", "ONE"}).ok()) {
       return ::testing::AssertionFailure() << "REPLICAOF NO ONE failed";
     }
+    promoted.set_replicaof_port(std::nullopt);  // a later restart comes back as the master
     redis_proxy_->Retarget(promoted.Port());
     redis_proxy_->ResetAll();
+    // The rollback happens here: from now on every command reaches the promoted replica
+    // (a request sent after this record is answered from the state it holds).
+    RecordFault("failover");
     // Every reply a client received from the old master was sent before the reset, so the
     // old master's streams now hold every acknowledged entry it will ever have.
     const auto before = StreamIds(old_master);
@@ -190,13 +197,8 @@ class ChaosEnv {
     repl_proxy_->Retarget(master().Port());
     repl_proxy_->ResetAll();
     repl_proxy_->SetFaults({});
-    if (auto r = old_master.Start(); !r) return r;
-    if (!old_master.Cli()
-             ->Run({"REPLICAOF", "127.0.0.1", std::to_string(repl_proxy_->port())})
-             .ok()) {
-      return ::testing::AssertionFailure() << "REPLICAOF on the old master failed";
-    }
-    return ::testing::AssertionSuccess();
+    old_master.set_replicaof_port(repl_proxy_->port());
+    return old_master.Start();
   }
 
   // Saves a snapshot of the master now (RDB), for a later RestoreOlderSnapshot.
@@ -220,7 +222,6 @@ class ChaosEnv {
     if (!has_snapshot()) return ::testing::AssertionFailure() << "no snapshot of this master";
     redis_proxy_->SetFaults({.blackhole = true});  // clients wait, as for a restarting host
     RecordFault("snapshot_restore");
-    ++fault_counts_["snapshot_restore"];
     const auto before = StreamIds(master());
     if (auto r = master().Stop(/*save=*/false); !r) return r;
     std::error_code ec;
@@ -240,7 +241,6 @@ class ChaosEnv {
 
   void ScriptFlush() {
     RecordFault("script_flush");
-    ++fault_counts_["script_flush"];
     for (auto& n : nodes_) {
       if (n && n->running()) {
         if (auto cli = n->Cli()) cli->Run({"SCRIPT", "FLUSH"});
@@ -249,54 +249,109 @@ class ChaosEnv {
   }
 
   // Deletes the group's metadata hash, waits `gone_for`, then restores it from an export
-  // taken just before the deletion (the operator's runbook path).
+  // taken just before the deletion (the operator's runbook path). The admin calls go to a
+  // running coordinator directly; like an operator, the driver retries them while they
+  // fail (Redis behind a faulty proxy, a coordinator busy), for at most 10 s each.
   ::testing::AssertionResult DeleteMetadataThenRestore(std::chrono::milliseconds gone_for) {
-    HttpClient http(LiveCoordinatorPort());
-    HttpResult exported =
-        http.Get("/v1/groups/" + config_.stream + "/" + config_.group + "/export");
-    if (exported.status != 200) {
-      return ::testing::AssertionFailure() << "export: " << exported.Describe();
-    }
+    HttpResult exported;
+    auto export_ok = WaitFor(
+        [&] {
+          if (LiveCoordinatorPort() == 0) return false;
+          HttpClient http(LiveCoordinatorPort(), std::chrono::seconds(2));
+          exported = http.Get("/v1/groups/" + config_.stream + "/" + config_.group + "/export");
+          return exported.status == 200;
+        },
+        std::chrono::seconds(10), "the group's export", std::chrono::milliseconds(100));
+    if (!export_ok) return export_ok << ": " << exported.Describe();
     RecordFault("key_delete");
-    ++fault_counts_["key_delete"];
     master().Cli()->Run(
         {"DEL", "redis-stream:coord:{" + config_.stream + ":" + config_.group + "}:metadata"});
     std::this_thread::sleep_for(gone_for);  // the outage's length
-    HttpClient http2(LiveCoordinatorPort());
-    HttpResult restored = http2.Post("/v1/groups/restore", std::string_view(exported.body));
-    if (restored.status != 200) {
-      return ::testing::AssertionFailure() << "restore: " << restored.Describe();
-    }
+    HttpResult restored;
+    auto restore_ok = WaitFor(
+        [&] {
+          if (LiveCoordinatorPort() == 0) return false;
+          HttpClient http(LiveCoordinatorPort(), std::chrono::seconds(2));
+          restored = http.Post("/v1/groups/restore", std::string_view(exported.body));
+          return restored.status == 200;
+        },
+        std::chrono::seconds(10), "the group's restore", std::chrono::milliseconds(100));
+    if (!restore_ok) return restore_ok << ": " << restored.Describe();
     RecordFault("restore");
     return ::testing::AssertionSuccess();
   }
 
   // ── coordinator faults ──
-  void KillCoordinator(int i) {
-    Record(sim::HistKind::kCrash, "", "coordinator-" + std::to_string(i));
-    ++fault_counts_["coordinator_kill"];
-    coordinators_[i]->Kill();
+  // Proc name of coordinator i's current incarnation in the history ("coordinator-0#2").
+  std::string CoordinatorProc(int i) const {
+    return "coordinator-" + std::to_string(i) + "#" + std::to_string(incarnations_[i]);
   }
+  bool coordinator_running(int i) const { return coordinators_[i]->running(); }
+  bool coordinator_paused(int i) const { return paused_[i]; }
+  bool coordinators_down() const { return coordinators_down_; }
+
+  // SIGKILL (a paused process too), reap, then record the crash: nothing it answers can
+  // follow the record.
+  void KillCoordinator(int i) {
+    if (!coordinators_[i]->running()) return;
+    coordinators_[i]->Kill();
+    paused_[i] = false;
+    Record(sim::HistKind::kCrash, "SIGKILL", CoordinatorProc(i));
+  }
+  // A new process (new port) behind the same proxy; connections to the old one are cut.
+  // Like a supervisor, it starts the process again when it exits at start-up (the
+  // coordinator exits non-zero when its start-up check cannot reach Redis, SPEC L4: a
+  // Redis-proxy fault can cause that), at most 10 times.
   ::testing::AssertionResult RestartCoordinator(int i) {
-    if (auto r = coordinators_[i]->Start(); !r) return r;
+    if (coordinators_[i]->running()) return ::testing::AssertionSuccess();
+    for (int attempt = 1;; ++attempt) {
+      ::testing::AssertionResult r = coordinators_[i]->Start();
+      if (r) break;
+      if (attempt == 10 || coordinators_[i]->running()) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a supervisor's backoff
+    }
+    ++incarnations_[i];
+    Record(sim::HistKind::kStart, "", CoordinatorProc(i));
     coord_proxies_[i]->Retarget(coordinators_[i]->Port());
     coord_proxies_[i]->ResetAll();
     return ::testing::AssertionSuccess();
   }
   void PauseCoordinator(int i) {
-    ++fault_counts_["coordinator_pause"];
+    if (!coordinators_[i]->running() || paused_[i]) return;
     ::kill(coordinators_[i]->Pid(), SIGSTOP);
+    paused_[i] = true;
   }
-  void ResumeCoordinator(int i) { ::kill(coordinators_[i]->Pid(), SIGCONT); }
+  void ResumeCoordinator(int i) {
+    if (!coordinators_[i]->running() || !paused_[i]) return;
+    ::kill(coordinators_[i]->Pid(), SIGCONT);
+    paused_[i] = false;
+  }
+
+  // Every coordinator dies. `coordinators_down` is stamped after both were reaped, so every
+  // answer given was to a request sent before it: every lease granted ends before the
+  // record + the lease (L2).
+  void CoordinatorsDown() {
+    for (int i = 0; i < 2; ++i) KillCoordinator(i);
+    coordinators_down_ = true;
+    RecordFault("coordinators_down");
+  }
+  // `coordinators_up` is stamped before any coordinator starts: no lease a new process
+  // grants can precede the record.
+  ::testing::AssertionResult CoordinatorsUp() {
+    RecordFault("coordinators_up");
+    coordinators_down_ = false;
+    for (int i = 0; i < 2; ++i) {
+      if (auto r = RestartCoordinator(i); !r) return r;
+    }
+    return ::testing::AssertionSuccess();
+  }
 
   // Lifts every proxy fault and resumes every paused coordinator.
   void HealNetwork() {
     for (auto& p : coord_proxies_) p->SetFaults({});
     redis_proxy_->SetFaults({});
     repl_proxy_->SetFaults({});
-    for (auto& c : coordinators_) {
-      if (c->running()) ::kill(c->Pid(), SIGCONT);
-    }
+    for (int i = 0; i < 2; ++i) ResumeCoordinator(i);
   }
 
   ::testing::AssertionResult WaitReplicaInSync(std::chrono::milliseconds deadline) {
@@ -314,11 +369,13 @@ class ChaosEnv {
         deadline, "the replica is in sync with the master");
   }
 
-  int LiveCoordinatorPort() {
-    for (auto& c : coordinators_) {
-      if (c->running()) return c->Port();
+  // A coordinator that runs and is not paused (0 if none): the operator's admin calls go
+  // to it directly, not through a faulty proxy.
+  int LiveCoordinatorPort() const {
+    for (int i = 0; i < 2; ++i) {
+      if (coordinators_[i]->running() && !paused_[i]) return coordinators_[i]->Port();
     }
-    return coordinators_[0]->Port();
+    return 0;
   }
 
   std::string ShardStream(int s) const {
@@ -326,6 +383,11 @@ class ChaosEnv {
   }
 
  private:
+  void Append(sim::HistEvent e) {
+    if (sink_) sink_(e);
+    history_.push_back(std::move(e));
+  }
+
   static std::string InfoField(const std::string& info, const std::string& name) {
     const std::string needle = name + ":";
     const size_t at = info.find(needle);
@@ -342,8 +404,11 @@ class ChaosEnv {
   std::unique_ptr<FaultProxy> redis_proxy_;
   std::unique_ptr<CoordinatorProcess> coordinators_[2];
   std::unique_ptr<FaultProxy> coord_proxies_[2];
+  int incarnations_[2] = {1, 1};
+  bool paused_[2] = {false, false};
+  bool coordinators_down_ = false;
   sim::History history_;
-  std::map<std::string, int64_t> fault_counts_;
+  std::function<void(const sim::HistEvent&)> sink_;
   std::string snapshot_path_;
   int snapshot_from_ = -1;
   int snapshots_ = 0;

@@ -5,19 +5,25 @@
 // lines. Time stamps are std::chrono::steady_clock microseconds (CLOCK_MONOTONIC), so the
 // logs of all processes of a run merge into one history.
 //
-//   rsc-e2e-worker consume --coordinator H:P --redis URL --stream P --group G
-//                          --log FILE --proc NAME [--instance ID] [--handler-delay-us U]
+//   rsc-e2e-worker consume --coordinator H:P [--coordinator H:P ...] --redis URL --stream P
+//                          --group G --log FILE --proc NAME [--instance ID]
+//                          [--handler-delay-us U]
 //     Logs `start` (member id, instance id), every ConsumerEvent of the runtime's hook,
 //     and on SIGTERM/SIGINT: Consumer::Stop(), then `stop`, exit 0.
-//   rsc-e2e-worker produce --coordinator H:P --redis URL --stream P --group G
-//                          --log FILE --proc NAME --messages N --keys K [--interval-us U]
-//     Publishes N messages over K keys ("k0".."k{K-1}"), message i with key k(i mod K) and
-//     seq i / K (per key 0, 1, 2, ...), fields key=<key>, seq=<seq>, strictly in order: a
-//     refused publish is logged (`publish_refused`) and retried until acknowledged, so per
-//     key the acked seqs are published in increasing order. Every acknowledged XADD is
+//   rsc-e2e-worker produce --coordinator H:P [...] --redis URL --stream P --group G
+//                          --log FILE --proc NAME (--messages N | --until-us T) [--keys K]
+//                          [--key-prefix X] [--interval-us U] [--give-up-ms M]
+//     Publishes messages over K keys ("<X>k0".."<X>k{K-1}"), message i with key k(i mod K)
+//     and seq i / K (per key 0, 1, 2, ...), fields key=<key>, seq=<seq>, strictly in order:
+//     a refused publish is logged (`publish_refused`) and retried until acknowledged, so
+//     per key the acked seqs are published in increasing order. Every acknowledged XADD is
 //     logged from the producer's hook (`publish`: XADD send time, routing version, routing
-//     lease end). Exits 0 once all N are acked, 1 if it cannot make progress for
-//     --give-up-ms.
+//     lease end). It stops after N messages, or before starting a message once the
+//     steady clock (CLOCK_MONOTONIC µs, the logs' clock) reaches T, whichever comes first;
+//     then logs `stop` and exits 0. Exit 1 if it cannot make progress for --give-up-ms.
+//     Several producers (or incarnations of one) must use distinct key prefixes: the
+//     checkers' per-key order (S4) assumes one in-order publisher per key.
+//   Every --coordinator endpoint is given to the library, which rotates on failure (C6).
 //
 // Not installed; built with the tests.
 
@@ -34,6 +40,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rsc/consumer.h"
 #include "rsc/producer.h"
@@ -95,7 +102,7 @@ int64_t ParseSeq(const std::string& s) {
 }
 
 struct Common {
-  std::string coordinator;
+  std::vector<std::string> coordinators;
   std::string redis;
   std::string stream;
   std::string group;
@@ -187,7 +194,7 @@ int Consume(const Common& c, const std::string& instance, int64_t handler_delay_
   // The member id is known only after Create; the hook runs only after Start.
   auto member = std::make_shared<std::string>();
   rsc::ConsumerOptions o;
-  o.coordinator_endpoints = {c.coordinator};
+  o.coordinator_endpoints = c.coordinators;
   o.stream = c.stream;
   o.group = c.group;
   o.redis_url = c.redis;
@@ -230,8 +237,16 @@ int Consume(const Common& c, const std::string& instance, int64_t handler_delay_
   return 0;
 }
 
-int Produce(const Common& c, int64_t messages, int64_t keys, int64_t interval_us,
-            int64_t give_up_ms) {
+struct ProduceOptions {
+  int64_t messages = 0;  // 0 = no limit (then until_us must be set)
+  int64_t until_us = 0;  // 0 = no deadline
+  int64_t keys = 1;
+  std::string key_prefix;
+  int64_t interval_us = 0;
+  int64_t give_up_ms = 20000;
+};
+
+int Produce(const Common& c, const ProduceOptions& p) {
   BlockStopSignals();  // the test waits for the producer to finish; signals only kill it
   EventLog log(c.log);
   if (!log.ok()) {
@@ -239,7 +254,7 @@ int Produce(const Common& c, int64_t messages, int64_t keys, int64_t interval_us
     return 1;
   }
   rsc::ProducerOptions o;
-  o.coordinator_endpoints = {c.coordinator};
+  o.coordinator_endpoints = c.coordinators;
   o.stream = c.stream;
   o.group = c.group;
   o.redis_url = c.redis;
@@ -266,10 +281,12 @@ int Produce(const Common& c, int64_t messages, int64_t keys, int64_t interval_us
   log.Write(Base(HistKind::kStart, NowUs(), c.proc, ""));
   const auto begin = std::chrono::steady_clock::now();
   int64_t refused = 0;
-  for (int64_t i = 0; i < messages; ++i) {
-    std::this_thread::sleep_until(begin + std::chrono::microseconds(i * interval_us));
-    const std::string key = "k" + std::to_string(i % keys);
-    const int64_t seq = i / keys;
+  int64_t i = 0;
+  for (; p.messages == 0 || i < p.messages; ++i) {
+    std::this_thread::sleep_until(begin + std::chrono::microseconds(i * p.interval_us));
+    if (p.until_us > 0 && NowUs() >= p.until_us) break;
+    const std::string key = p.key_prefix + "k" + std::to_string(i % p.keys);
+    const int64_t seq = i / p.keys;
     const rsc::StreamFields fields{{"key", key}, {"seq", std::to_string(seq)}};
     auto last_progress = std::chrono::steady_clock::now();
     for (;;) {
@@ -282,9 +299,9 @@ int Produce(const Common& c, int64_t messages, int64_t keys, int64_t interval_us
       e.detail = std::string(rsc::ProducerErrorCodeName(r.error().code)) + ": " + r.error().message;
       log.Write(e);
       if (std::chrono::steady_clock::now() - last_progress >
-          std::chrono::milliseconds(give_up_ms)) {
+          std::chrono::milliseconds(p.give_up_ms)) {
         std::fprintf(stderr, "producer: no progress for %lld ms at message %lld: %s\n",
-                     static_cast<long long>(give_up_ms), static_cast<long long>(i),
+                     static_cast<long long>(p.give_up_ms), static_cast<long long>(i),
                      e.detail.c_str());
         return 1;
       }
@@ -294,7 +311,7 @@ int Produce(const Common& c, int64_t messages, int64_t keys, int64_t interval_us
   producer->Close();
   log.Write(Base(HistKind::kStop, NowUs(), c.proc, ""));
   std::fprintf(stderr, "producer %s: %lld published, %lld refusals\n", c.proc.c_str(),
-               static_cast<long long>(messages), static_cast<long long>(refused));
+               static_cast<long long>(i), static_cast<long long>(refused));
   return 0;
 }
 
@@ -305,7 +322,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Common c;
   auto common = [&c](CLI::App* sub) {
-    sub->add_option("--coordinator", c.coordinator, "coordinator host:port")->required();
+    sub->add_option("--coordinator", c.coordinators, "coordinator host:port (repeatable)")
+        ->required();
     sub->add_option("--redis", c.redis, "redis://host:port")->required();
     sub->add_option("--stream", c.stream, "stream prefix P")->required();
     sub->add_option("--group", c.group, "group G")->required();
@@ -318,19 +336,22 @@ int main(int argc, char** argv) {
   int64_t handler_delay_us = 0;
   consume->add_option("--instance", instance, "static membership instance id");
   consume->add_option("--handler-delay-us", handler_delay_us, "time each handler call takes");
-  CLI::App* produce = app.add_subcommand("produce", "publish N keyed messages, then exit");
+  CLI::App* produce = app.add_subcommand("produce", "publish keyed messages, then exit");
   common(produce);
-  int64_t messages = 0;
-  int64_t keys = 1;
-  int64_t interval_us = 0;
-  int64_t give_up_ms = 20000;
-  produce->add_option("--messages", messages, "how many")
-      ->required()
-      ->check(CLI::Range(1, 10000000));
-  produce->add_option("--keys", keys, "over how many keys")->check(CLI::Range(1, 1000000));
-  produce->add_option("--interval-us", interval_us, "pace: one message per interval");
-  produce->add_option("--give-up-ms", give_up_ms, "exit 1 after this long without progress");
+  ProduceOptions p;
+  produce->add_option("--messages", p.messages, "how many (0 = until --until-us)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  produce->add_option("--until-us", p.until_us,
+                      "start no message once CLOCK_MONOTONIC (µs) reaches this");
+  produce->add_option("--keys", p.keys, "over how many keys")->check(CLI::Range(1, 1000000));
+  produce->add_option("--key-prefix", p.key_prefix, "prefix of every key (one per producer)");
+  produce->add_option("--interval-us", p.interval_us, "pace: one message per interval");
+  produce->add_option("--give-up-ms", p.give_up_ms, "exit 1 after this long without progress");
   CLI11_PARSE(app, argc, argv);
   if (consume->parsed()) return Consume(c, instance, handler_delay_us);
-  return Produce(c, messages, keys, interval_us, give_up_ms);
+  if (p.messages == 0 && p.until_us == 0) {
+    std::fprintf(stderr, "produce: give --messages or --until-us\n");
+    return 2;
+  }
+  return Produce(c, p);
 }

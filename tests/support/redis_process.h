@@ -51,6 +51,9 @@ class RedisProcess {
   void Kill();
   // Stop (or nothing if not running), then Start on the same port and directory.
   ::testing::AssertionResult Restart(bool save = false);
+  // What the next Start() replicates from (nullopt: it starts as a master). A promoted
+  // replica must not come back as a replica when it restarts, nor a demoted master as one.
+  void set_replicaof_port(std::optional<int> port) { options_.replicaof_port = port; }
   // SIGSTOP / SIGCONT, to simulate a hung server.
   void Pause();
   void Resume();
