@@ -40,7 +40,8 @@
 // S1 no split ownership. An overlap begins when a window of P becomes active while
 //    another proc Q has an active window on the same shard: at kAcquire(P,s,t), at a
 //    kLease that makes an expired window of P active again, or (defensively) at a kRead.
-//    It is a violation unless P or Q is tainted at that moment (then overlaps_excused).
+//    It is a violation unless P or Q is tainted at that moment, or P's or Q's window is
+//    still marked by a rollback (see above) (then overlaps_excused).
 //    Each overlapping pair is judged once until one of them stops holding. Also S1: a
 //    kRead(P,s,t) by a P that does not hold s, or with t ≥ the window's lease end ("read
 //    outside lease").
@@ -48,16 +49,22 @@
 //    s (before the acquire), one of: Q released s with detail "drained", "revoked" or
 //    "fenced"; Q's lease end for s ≤ t (expired, abandoned, crashed or stopped after it);
 //    a kFault "fence" for Q's member at or after Q acquired s; Q crashed/stopped and P
-//    has Q's non-empty instance id (static membership takeover). A Q still active is S1's
+//    has Q's non-empty instance id (static membership takeover), or another process
+//    started with Q's instance id at or after Q acquired s (the successor took Q's place
+//    and may hand the shard on without reading it). A Q still active is S1's
 //    business, not S2's. Unjustified while P or Q is tainted (or Q's holding was marked
 //    by a rollback): handoffs_excused. Each acquire that follows another proc counts as
 //    one handoff.
 // S3 (check_delivery, at Finish) every kPublish (key, seq) has a kDeliver with the same
 //    (key, seq), unless each of its stream entries (shard, id) got a kLost:
-//    lost_by_rollback counts those (only acked publishes not delivered before the loss).
+//    lost_by_rollback counts those (only acked publishes not delivered before the loss) —
+//    or it was still undelivered when an S1 overlap on its shard that a rollback excused
+//    ended: the excused holder's last read may have taken it into its pending list, where
+//    it waits for the shard's next takeover (stranded_by_rollback).
 // S4 per-key order. The first kDeliver of (key, seq) requires every lower seq of that key
 //    that was publish-acked earlier in Add order, and not lost, to be delivered already
 //    (Jepsen's poll-skip). Later deliveries of a (key, seq) are redeliveries, never S4.
+//    Not judged on a shard while an S1 overlap a rollback excused is in progress there.
 // S5 every kPublish has t_us < lease_end_us (lease_end_us < 0 = unknown lease: also S5).
 // S6 (check_coordinator) a kDecision with status OK/REVOKE_PENDING/DRAIN/SYNC_METADATA
 //    must derive from a committed revision: a kCommit with the same revision, version
@@ -144,6 +151,9 @@ struct CheckerCounters {
   int64_t refused_publishes = 0;
   int64_t syncs_after_rollback = 0;  // S7: rollbacks answered with SYNC_METADATA
   int64_t handoffs_excused = 0;      // S2: unjustified handoffs a rollback explains
+  // S3/S4: acked publishes still undelivered when a rollback-excused S1 overlap on their
+  // shard ended (the zombie holder may have taken them; they wait for the next takeover).
+  int64_t stranded_by_rollback = 0;
 };
 
 class Checker {

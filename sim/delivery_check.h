@@ -38,7 +38,14 @@ class DeliveryCheck {
   // kPublish (counted by the caller), kLost, kDeliver. OnDeliver returns an S4 message.
   void OnPublish(const HistEvent& e, size_t index, CheckerCounters& n);
   void OnLost(const HistEvent& e, CheckerCounters& n);
-  std::optional<std::string> OnDeliver(const HistEvent& e, CheckerCounters& n);
+  // `excused`: the shard is in an S1 overlap a rollback excuses; a skip is not reported
+  // (the zombie holder may have taken the skipped entry).
+  std::optional<std::string> OnDeliver(const HistEvent& e, CheckerCounters& n, bool excused);
+  // A rollback-excused overlap on `shard` ended: what is still pending there may sit in the
+  // zombie's pending list until the shard's next takeover; S3/S4 no longer expect it.
+  // A publish acked later but SENT at or before `t` (kPublish carries the send time) is
+  // excused the same way.
+  void StrandedBy(int32_t shard, int64_t t, CheckerCounters& n);
 
   // S3 at the end of a run: the acked publishes never delivered nor lost, if any.
   struct Report {
@@ -65,7 +72,8 @@ class DeliveryCheck {
 
   std::unordered_map<std::string, KeyState> keys_;
   std::unordered_map<std::string, std::pair<std::string, int64_t>> entries_;  // → (key, seq)
-  std::unordered_set<std::string> lost_;  // entries a rollback destroyed
+  std::unordered_set<std::string> lost_;                 // entries a rollback destroyed
+  std::unordered_map<int32_t, int64_t> stranded_until_;  // shard → end of its last excused overlap
 };
 
 }  // namespace rsc::sim

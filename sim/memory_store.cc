@@ -113,7 +113,10 @@ Result<CasOutcome> MemoryStore::CompareAndSet(const GroupKey& key, StoreRevision
     f["writeToken"] = tokens_.NewToken();
   }
   auto& live = data_.live[tag];
-  for (const auto& [id, dl] : liveness.set) live[id] = dl;
+  for (const auto& [id, dl] : liveness.set) {
+    auto [it, inserted] = live.emplace(id, dl);
+    if (!inserted) it->second = std::max(it->second, dl);  // never shortened (store.h)
+  }
   for (const auto& id : liveness.remove) live.erase(id);
   return CasOutcome{true, StoreRevision(new_rev)};
 }

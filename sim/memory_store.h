@@ -54,6 +54,15 @@ class MemoryStore : public MetadataStore {
   void DeleteHash(const GroupKey& key);
   // The mutex key vanishes (expiry under a paused process, failover, FLUSH).
   void DropLock(const GroupKey& key) { locks_.erase(key.Tag()); }
+  // The mutex keys with their absolute expiry (the simulator replicates, snapshots and
+  // restores them with the rest of the dataset). Expired entries may still be listed: a
+  // lock counts as held only while expires_ms > now, as in Lock().
+  struct LockState {
+    std::string token;
+    TimeMs expires_ms;
+  };
+  const std::map<std::string, LockState>& locks() const { return locks_; }
+  void ReplaceLocks(std::map<std::string, LockState> l) { locks_ = std::move(l); }
   // When false, every call fails with REDIS_UNAVAILABLE (Redis down or partitioned).
   void SetAvailable(bool up) { available_ = up; }
 
@@ -63,10 +72,6 @@ class MemoryStore : public MetadataStore {
   Clock& clock_;
   TokenSource& tokens_;
   Data data_;
-  struct LockState {
-    std::string token;
-    TimeMs expires_ms;
-  };
   std::map<std::string, LockState> locks_;
   bool available_ = true;
 };

@@ -310,8 +310,13 @@ class Consumer::Impl : public client::ReaderHost {
       unrouted_.erase(s);
       if (auto it = readers_.find(s); it != readers_.end()) {
         it->second->Abandon(reason);
+        // The core reports the shard DRAINING until this reader's thread has ended (its
+        // last command came back, its last handler call returned): ReapRetired tells it.
+        abandoned_[it->second.get()] = s;
         retired_.push_back(std::move(it->second));
         readers_.erase(it);
+      } else {
+        drained_.push_back({s, nullptr});  // never read: nothing of it runs
       }
     }
     for (int32_t s : actions.stop) {
@@ -397,8 +402,16 @@ class Consumer::Impl : public client::ReaderHost {
     if (done.empty()) return;
     lock.unlock();
     for (auto& r : done) r->Join();
-    done.clear();
     lock.lock();
+    for (auto& r : done) {
+      auto it = abandoned_.find(r.get());
+      if (it == abandoned_.end()) continue;
+      const int32_t shard = it->second;
+      abandoned_.erase(it);
+      const std::optional<TimeMs> lease = core_.lease_end();
+      Apply(core_.OnShardDrained(shard, SteadyNowMs()), lease);  // the abandoned work stopped
+    }
+    done.clear();
   }
 
   void SendAndReport(std::unique_lock<std::mutex>& lock) {
@@ -568,6 +581,7 @@ class Consumer::Impl : public client::ReaderHost {
   std::string last_heartbeat_error_;  // guarded by mu_
   std::map<int32_t, std::shared_ptr<ShardReader>> readers_;  // guarded by mu_: current ones
   std::vector<std::shared_ptr<ShardReader>> retired_;        // guarded by mu_: to be joined
+  std::map<const ShardReader*, int32_t> abandoned_;          // guarded by mu_: retired by `abandon`
   std::vector<Drained> drained_;                             // guarded by mu_
   std::map<int32_t, std::string> routing_;                   // guarded by mu_
   std::set<int32_t> unrouted_;   // guarded by mu_: READING, waiting for their stream key

@@ -183,6 +183,19 @@ ConsumerActions ConsumerCore::OnHeartbeatError(ErrorCode code, TimeMs now) {
     next_heartbeat_ms_ =
         now + (consecutive_failures_ <= 1 ? 0 : BackoffMs(consecutive_failures_ - 1));
   } else {
+#if defined(RSC_MUTATION_RESUME_REVOKING_ON_FAILURE)
+    // MUTANT (built only as sim/ rsc-sim-mutant-resume_revoking_on_failure, never into the
+    // product): a failed heartbeat puts revoking shards back to reading (breaks C3).
+    if (phase_ == ConsumerPhase::kMember && lease_end_ && now < *lease_end_) {
+      for (auto& [s, st] : shards_) {
+        if (st == LocalShardState::kReading || stopping_.contains(s)) continue;
+        st = LocalShardState::kReading;
+        last_assigned_.push_back(s);
+        out.start.push_back(s);
+      }
+      last_assigned_ = SortedSet(last_assigned_);
+    }
+#endif
     // Everything else is retried; the lease is not renewed, so C4 fails us closed at lease
     // end if the failures last (GROUP_NOT_FOUND, METADATA_MISSING/UNREADABLE, 5xx, ...).
     ScheduleRetry(code, now);
@@ -195,8 +208,13 @@ ConsumerActions ConsumerCore::OnShardDrained(int32_t shard, TimeMs now) {
   ConsumerActions out;
   Begin(now, out);
   auto it = shards_.find(shard);
-  if (it == shards_.end() || it->second != LocalShardState::kDraining) {
-    // Abandoned meanwhile (lease end, fenced) or a runtime duplicate: nothing to do.
+  if (stopping_.erase(shard) > 0) {
+    // The abandoned work has stopped: a REVOKED for it is true from now on (and the shard
+    // may be started again by a later OK). Report at once what waited for this.
+    if (it != shards_.end() && it->second == LocalShardState::kRevoked) report_now_ = true;
+    if (phase_ == ConsumerPhase::kLeaving && !HasDraining()) report_now_ = true;
+  } else if (it == shards_.end() || it->second != LocalShardState::kDraining) {
+    // A runtime duplicate: nothing to do.
     ++counters_.stray_outcomes;
   } else {
     ++counters_.shards_drained;
@@ -294,6 +312,7 @@ ConsumerStatus ConsumerCore::Status(TimeMs now) const {
         break;
     }
   }
+  st.stopping.assign(stopping_.begin(), stopping_.end());
   st.revoking_count = static_cast<int>(st.draining.size() + st.revoked.size());
   st.endpoint = endpoint_;
   st.consecutive_failures = consecutive_failures_;
@@ -333,6 +352,7 @@ void ConsumerCore::FailClosedIfLeaseEnded(TimeMs now, ConsumerActions& out) {
       continue;
     }
     out.abandon.push_back(it->first);
+    stopping_.insert(it->first);
     ++counters_.shards_abandoned;
     if (it->second == LocalShardState::kReading) {
       it = shards_.erase(it);
@@ -376,19 +396,23 @@ HeartbeatRequest ConsumerCore::BuildRequest() const {
   req.assignment_epoch = assignment_epoch_;
   req.metadata_version = observed_version_;  // C5: highest observed (or synced) pair
   req.lineage = observed_lineage_;
+  std::map<int32_t, RevokeState> revoking;
   for (const auto& [s, st] : shards_) {
     switch (st) {
       case LocalShardState::kReading:
         req.owned_shards.push_back(s);
         break;
       case LocalShardState::kDraining:
-        req.revoking_shards.push_back({s, RevokeState::kDraining});
+        revoking[s] = RevokeState::kDraining;
         break;
       case LocalShardState::kRevoked:
-        req.revoking_shards.push_back({s, RevokeState::kRevoked});
+        revoking[s] = RevokeState::kRevoked;
         break;
     }
   }
+  // Abandoned work that has not stopped yet is in-flight work: DRAINING, not REVOKED.
+  for (int32_t s : stopping_) revoking[s] = RevokeState::kDraining;
+  for (const auto& [s, state] : revoking) req.revoking_shards.push_back({s, state});
   return req;
 }
 
@@ -416,7 +440,7 @@ void ConsumerCore::ApplyShards(const HeartbeatResponse& resp, bool may_start,
   // (its old work has to settle first); once REVOKED and unlisted it starts on a later OK.
   if (!may_start) return;
   for (int32_t s : last_assigned_) {
-    if (shards_.contains(s) || Contains(revoke, s)) continue;
+    if (shards_.contains(s) || Contains(revoke, s) || stopping_.contains(s)) continue;
     shards_[s] = LocalShardState::kReading;
     ++counters_.shards_started;
     out.start.push_back(s);  // fresh start: takeover first (C7)
@@ -439,6 +463,7 @@ void ConsumerCore::DropAll(ConsumerActions& out) {
   for (const auto& [s, st] : shards_) {
     if (st != LocalShardState::kRevoked) {
       out.abandon.push_back(s);
+      stopping_.insert(s);
       ++counters_.shards_abandoned;
     }
   }
@@ -451,7 +476,8 @@ void ConsumerCore::DropAll(ConsumerActions& out) {
 
 void ConsumerCore::MarkRevoked(int32_t shard) {
   shards_[shard] = LocalShardState::kRevoked;
-  report_now_ = true;
+  // A STOPPING shard is still reported DRAINING: its REVOKED goes out when it stops.
+  if (!stopping_.contains(shard)) report_now_ = true;
 }
 
 void ConsumerCore::ScheduleRetry(ErrorCode code, TimeMs now) {
@@ -496,6 +522,7 @@ uint64_t ConsumerCore::NextRandom() {
 bool ConsumerCore::AssignedInLast(int32_t shard) const { return Contains(last_assigned_, shard); }
 
 bool ConsumerCore::HasDraining() const {
+  if (!stopping_.empty()) return true;
   for (const auto& [s, st] : shards_) {
     if (st == LocalShardState::kDraining) return true;
   }
@@ -505,6 +532,7 @@ bool ConsumerCore::HasDraining() const {
 void ConsumerCore::CheckInvariants(TimeMs now) const {
   for (const auto& [s, st] : shards_) {
     if (st != LocalShardState::kReading) continue;
+    RSC_CHECK(!stopping_.contains(s));  // never started while abandoned work runs
     // C1: assigned by the latest successful answer and inside its lease.
     RSC_CHECK(AssignedInLast(s));
     RSC_CHECK(lease_end_.has_value() && now < *lease_end_);

@@ -28,6 +28,9 @@
 //   DRAINING ──OnShardDrained──▶ REVOKED                  (reported until unlisted, C3)
 //   DRAINING ──lease end / fenced──▶ abandon ──▶ REVOKED (lease end) or absent (fenced)
 //   READING ──lease end (C4) / fenced / unknown──▶ abandon ──▶ absent
+// An abandoned shard is also STOPPING until the runtime confirms, with OnShardDrained, that
+// the abandoned work has really stopped (its last command came back, its last handler call
+// returned): meanwhile it is reported DRAINING, whatever its state above, and not started.
 //   absent ──listed in revokeShards──▶ REVOKED at once    (docs/protocol.md §4 C3)
 //   REVOKED ──a successful response no longer lists it in revokeShards──▶ absent
 // DRAINING never goes back to READING, and REVOKED only through absence: an OK that lists
@@ -93,6 +96,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -123,13 +127,17 @@ struct ObservedVersionChanged {
 };
 
 // What the runtime must do after one event, performed in field order. A record of lists
-// rather than a list of variants: the order between kinds is fixed (a shard abandoned at
-// lease end and restarted by the same OK appears in `abandon` and `start`; no shard is
-// ever both stopped and abandoned by one event), and g++ 12 warns falsely
+// rather than a list of variants: the order between kinds is fixed (a shard is never
+// started by the event that abandons it, nor both stopped and abandoned by one event),
+// and g++ 12 warns falsely
 // (-Wmaybe-uninitialized) on vectors of variants holding strings.
 struct ConsumerActions {
-  // 1. Stop these at once: no new reads, abandon in-flight work, no XACK, and do not call
-  //    OnShardDrained (fail closed at lease end, fenced, unknown member).
+  // 1. Stop these at once: no new reads, no further handler calls, no XACK (fail closed at
+  //    lease end, fenced, unknown member). Once the command already sent has come back and
+  //    the handler call already running has returned, call OnShardDrained(shard): until
+  //    then the shard is reported DRAINING, never REVOKED, and is not started again — a
+  //    read still in flight (an XREADGROUP blocking at Redis) could otherwise take entries
+  //    after the coordinator handed the shard on (found by the simulator, seed 17).
   std::vector<int32_t> abandon;
   // 2. Stop new reads; finish (or abandon) in-flight work, XACK what completed, then call
   //    OnShardDrained(shard) (DRAIN, no longer assigned, shutdown).
@@ -205,7 +213,8 @@ struct ConsumerStatus {
   int64_t lease_remaining_ms = 0;  // 0 without a lease or after it ended
   bool failed_closed = false;      // the lease ended without renewal (until the next 200)
   std::vector<int32_t> reading, draining, revoked;
-  int revoking_count = 0;  // draining + revoked
+  std::vector<int32_t> stopping;  // abandoned; the runtime has not reported the work stopped
+  int revoking_count = 0;         // draining + revoked
   int endpoint = 0;
   int consecutive_failures = 0;
   std::optional<ErrorCode> last_error;         // of the latest failed heartbeat
@@ -227,7 +236,8 @@ class ConsumerCore {
   // The heartbeat in flight failed: an error body's code, or kUnknownResult for any
   // transport failure (connect, reset, timeout).
   ConsumerActions OnHeartbeatError(ErrorCode code, TimeMs now);
-  // All in-flight work of a shard in an earlier `stop` has finished and been XACKed.
+  // All in-flight work of a shard in an earlier `stop` has finished and been XACKed — or,
+  // for a shard in an earlier `abandon`, has stopped (nothing of it runs any more).
   ConsumerActions OnShardDrained(int32_t shard, TimeMs now);
   // Clean shutdown: drain every shard, then leave until memberEpoch -1 (`left`).
   ConsumerActions Shutdown(TimeMs now);
@@ -289,6 +299,9 @@ class ConsumerCore {
   std::string observed_lineage_;
 
   std::map<int32_t, LocalShardState> shards_;
+  // Abandoned shards whose work the runtime has not yet reported stopped (see `abandon`).
+  // Reported DRAINING and never started while listed; kept across DropAll.
+  std::set<int32_t> stopping_;
   std::vector<int32_t> last_assigned_;  // sorted; of the latest successful response
   std::optional<TimeMs> lease_end_;     // send time of that response + assignmentLeaseMs
   bool failed_closed_ = false;

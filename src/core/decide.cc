@@ -84,6 +84,9 @@ struct Work {
   std::vector<Event> events;
   TimeMs now = 0;
   bool round_started = false;
+#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
+  int64_t bump_to = 0;  // MUTANT: the client version the stored one is raised to
+#endif
 
   void Emit(EventKind k, const std::string& member, int32_t shard = -1, std::string d = {}) {
     events.push_back(Event{k, member, shard, std::move(d)});
@@ -162,7 +165,13 @@ void Settle(Work& w) {
   for (int32_t s = 0; s < m.shard_count; ++s) {
     ShardState& sh = m.shards[static_cast<size_t>(s)];
     // K1: a free shard goes to its target; nothing else ever moves ownership forward.
+#if defined(RSC_MUTATION_ASSIGN_BEFORE_REVOKE)
+    // MUTANT (built only as sim/ rsc-sim-mutant-assign_before_revoke, never into the
+    // product): the new target owns the shard at once, before the old owner revoked it.
+    if (!sh.target.empty() && sh.owner != sh.target && !IsBlocked(m, s)) {
+#else
     if (sh.owner.empty() && !sh.target.empty() && !IsBlocked(m, s)) {
+#endif
       sh.owner = sh.target;
       w.Emit(EventKind::kShardAssigned, sh.owner, s);
     }
@@ -261,8 +270,17 @@ Decision<R> Commit(const GroupMetadata& stored, Work&& w, const Env& env, Result
   // (expired, then rejoined) keeps its new deadline whatever order the store applies.
   for (const auto& [id, dl] : w.liveness.set) std::erase(w.liveness.remove, id);
   Decision<R> d{std::nullopt, std::move(w.liveness), std::move(response), std::move(w.events)};
+#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
+  if (!(w.next == stored) || w.bump_to > 0) {
+    Stamp(stored, w.next, env);
+    if (w.bump_to > w.next.version.value()) {  // MUTANT: "catch up" with the client
+      w.next.version = MetadataVersion(w.bump_to);
+      w.next.lineage_history = {LineageEntry{w.next.version, w.next.lineage}};
+    }
+#else
   if (!(w.next == stored)) {
     Stamp(stored, w.next, env);
+#endif
     Status inv = CheckInvariants(w.next);
     if (!inv.ok()) {
       std::fprintf(stderr, "decide produced invalid metadata: %s\n", inv.error().message.c_str());
@@ -358,7 +376,8 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
   const Member* mem = view.FindMember(plan.member);
   if (plan.left || !mem) {
     HeartbeatResponse r;
-    r.status = HeartbeatStatus::kOk;
+    // M2 holds for a leave too: a client ahead of Redis is told the stored truth.
+    r.status = plan.sync ? HeartbeatStatus::kSyncMetadata : HeartbeatStatus::kOk;
     r.member_id = plan.member;
     r.member_epoch = -1;
     r.assignment_epoch = view.assignment_epoch.value();
@@ -514,13 +533,25 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
   ApplyTime(w, live);
   GroupMetadata& m = w.next;
   const VersionCheck vc = CheckClientVersion(stored, req.metadata_version, req.lineage);
+#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
+  // MUTANT (built only as sim/ rsc-sim-mutant-bump_version_on_rollback): trust the client —
+  // raise the stored version to the one it reports instead of answering SYNC_METADATA.
+  const bool regression = false;
+  if (vc == VersionCheck::kAhead) w.bump_to = req.metadata_version;
+#else
   const bool regression = IsRegression(vc);
+#endif
   EmitRegression(w, vc, req.member_id.str(), req.metadata_version);
   const TimeMs deadline = env.now_ms + m.config.member_lease_ms;
 
   // ── leave ──
+  // A leave is a heartbeat with epoch -1 (SPEC §4.1), so M2 applies: a leaving client that
+  // reports a version Redis lost gets SYNC_METADATA (with the stored version), and, when it
+  // is still a member, the loss starts a correction round like any heartbeat's would.
+  // Found by the simulator (seed 8): "left" used to be answered OK whatever the version.
   if (req.member_epoch == -1) {
     Member* mem = m.FindMember(req.member_id);
+    plan.sync = regression;
     if (!mem) {
       plan.left = true;  // already gone: leaving is idempotent
       Settle(w);
@@ -533,6 +564,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
                                          req.leave_epoch, mem->epoch.value()));
       return CommitHeartbeat(stored, std::move(w), env, plan);
     }
+    if (regression) StartRoundIfNeeded(w);
     // Mark it leaving and move its targets away first, so the REVOKED reports it sends
     // with the leave release its shards in this same write.
     const bool fenced = mem->fenced;
@@ -626,6 +658,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
       Settle(w);
       if (tomb && tomb->left) {
         plan.left = true;  // it left cleanly; a late heartbeat is told so again
+        plan.sync = regression;
         return CommitHeartbeat(stored, std::move(w), env, plan);
       }
       plan.error = (tomb && tomb->fenced)

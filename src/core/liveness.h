@@ -21,7 +21,8 @@ struct Liveness {
 };
 
 // What a decision asks the store to write, atomically with the revision check.
-// No id appears in both lists.
+// No id appears in both lists. The store applies a set as "raise to at least": a deadline
+// is never shortened (see MetadataStore::CompareAndSet).
 struct LivenessUpdate {
   std::vector<std::pair<std::string, TimeMs>> set;  // member -> new deadline
   std::vector<std::string> remove;

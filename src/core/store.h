@@ -41,7 +41,9 @@ class MetadataStore {
 
   // One atomic script (R2.6): if the stored revision equals `expected`, write `next`
   // (when non-null: aggregate, revision+1, schemaVersion, layoutVersion, updatedAt) and
-  // apply `liveness`; otherwise change nothing. A key that vanished is a conflict
+  // apply `liveness` — where a set only ever raises a member's deadline (liveness-only
+  // writes keep the revision, so a stale section could otherwise shorten a lease another
+  // coordinator renewed); otherwise change nothing. A key that vanished is a conflict
   // (never recreated, L1). Errors: REDIS_UNAVAILABLE, UNKNOWN_RESULT (sent, no reply).
   virtual Result<CasOutcome> CompareAndSet(const GroupKey& key, StoreRevision expected,
                                            const GroupMetadata* next,

@@ -57,6 +57,7 @@ struct Runtime {
   ConsumerCore core;
   TimeMs now = 100'000;
   std::set<int32_t> readable, draining;
+  std::set<int32_t> stopping;  // abandoned; OnShardDrained not yet called (consumer_core.h)
   std::optional<SendHeartbeat> in_flight;
   TimeMs sent_at = 0;
   // The test's own C1 bookkeeping, from the answers it delivered.
@@ -78,6 +79,7 @@ struct Runtime {
     for (int32_t s : a.abandon) {
       readable.erase(s);
       draining.erase(s);
+      stopping.insert(s);
     }
     for (int32_t s : a.stop) {
       RC_ASSERT(readable.erase(s) == 1u);
@@ -85,6 +87,7 @@ struct Runtime {
     }
     for (int32_t s : a.start) {
       RC_ASSERT(!readable.contains(s));
+      RC_ASSERT(!stopping.contains(s));  // never while its abandoned work may still run
       RC_ASSERT(!leave_sent);
       readable.insert(s);
     }
@@ -105,6 +108,12 @@ struct Runtime {
     for (const RevokingReport& rr : req.revoking_shards) {
       RC_ASSERT(!owned.contains(rr.shard));
       RC_ASSERT(revoking.emplace(rr.shard, rr.state).second);
+    }
+    // Abandoned work not yet confirmed stopped is never reported REVOKED.
+    for (int32_t s : stopping) {
+      auto it = revoking.find(s);
+      RC_ASSERT(it != revoking.end());
+      RC_ASSERT(it->second == RevokeState::kDraining);
     }
     for (const auto& [s, want] : must_report) {
       auto it = revoking.find(s);
@@ -163,9 +172,10 @@ RC_GTEST_PROP(ConsumerCoreProperties, InvariantsHoldUnderRandomResponses, ()) {
   rt.CheckInvariants();
   const int steps = *rc::gen::inRange(1, 150);
   for (int i = 0; i < steps; ++i) {
-    // answer, error, drained, time passes, tick, shutdown (rare: it ends the interesting part)
-    const int kind =
-        *rc::gen::weightedElement<int>({{80, 0}, {30, 1}, {30, 2}, {40, 3}, {10, 4}, {2, 5}});
+    // answer, error, drained, time passes, tick, shutdown (rare: it ends the interesting
+    // part), abandoned work stopped
+    const int kind = *rc::gen::weightedElement<int>(
+        {{80, 0}, {30, 1}, {30, 2}, {40, 3}, {10, 4}, {2, 5}, {30, 6}});
     const auto before = rt.States();
     ConsumerActions a;
     bool ok_answer = false;
@@ -204,7 +214,8 @@ RC_GTEST_PROP(ConsumerCoreProperties, InvariantsHoldUnderRandomResponses, ()) {
           rt.must_report.clear();
           for (int32_t s : revoke) {
             auto it = before.find(s);
-            const bool held = it != before.end() && it->second != LocalShardState::kRevoked;
+            const bool held = (it != before.end() && it->second != LocalShardState::kRevoked) ||
+                              rt.stopping.contains(s);
             rt.must_report[s] = held ? Report::kDrainingOrRevoked : Report::kRevoked;
           }
         }
@@ -246,6 +257,17 @@ RC_GTEST_PROP(ConsumerCoreProperties, InvariantsHoldUnderRandomResponses, ()) {
       case 5:
         a = rt.core.Shutdown(rt.now);
         break;
+      case 6: {  // the runtime reports an abandoned shard's work stopped
+        if (rt.stopping.empty()) {
+          a = rt.core.Tick(rt.now);
+          break;
+        }
+        const int32_t s =
+            *rc::gen::elementOf(std::vector<int32_t>(rt.stopping.begin(), rt.stopping.end()));
+        rt.stopping.erase(s);
+        a = rt.core.OnShardDrained(s, rt.now);
+        break;
+      }
     }
     // Starts: only on an OK that lists the shard assigned and not revoked; from absence,
     // from REVOKED (the same answer stops listing it, so it is forgotten and started fresh),
@@ -362,6 +384,7 @@ class Sim {
     TimeMs restart_at = 0;
     std::set<int32_t> readable;
     std::map<int32_t, TimeMs> draining;  // shard → when its in-flight work settles
+    std::map<int32_t, TimeMs> stopping;  // abandoned shard → when its running work stops
     std::optional<Outcome> outcome;
     // Holds shards under a grant that a Redis rollback erased, and no request of it has
     // reached the coordinator since. No coordinator can know of such a grant until the
@@ -390,6 +413,7 @@ class Sim {
     p.core = std::make_unique<ConsumerCore>(o);
     p.readable.clear();
     p.draining.clear();
+    p.stopping.clear();
     p.tainted_draining.clear();
     p.outcome.reset();
     Perform(p, p.core->Start(h_.now()), true);
@@ -410,6 +434,7 @@ class Sim {
     p.core.reset();  // the process is gone, and its reads with it
     p.readable.clear();
     p.draining.clear();
+    p.stopping.clear();
     p.tainted_draining.clear();
     p.outcome.reset();
     p.tainted = false;
@@ -510,6 +535,7 @@ class Sim {
           // grant, and stays out of the check until that in-flight work has settled.
           p.tainted = false;
           for (const auto& [s, until] : p.draining) p.tainted_draining.insert(s);
+          for (const auto& [s, until] : p.stopping) p.tainted_draining.insert(s);
         }
         progressed = true;
       }
@@ -519,6 +545,16 @@ class Sim {
       }
       for (int32_t s : settled) {
         if (p.draining.erase(s) == 0) continue;
+        p.tainted_draining.erase(s);
+        Perform(p, p.core->OnShardDrained(s, now), faulty);
+        progressed = true;
+      }
+      std::vector<int32_t> stopped;
+      for (const auto& [s, at] : p.stopping) {
+        if (at <= now) stopped.push_back(s);
+      }
+      for (int32_t s : stopped) {
+        if (p.stopping.erase(s) == 0) continue;
         p.tainted_draining.erase(s);
         Perform(p, p.core->OnShardDrained(s, now), faulty);
         progressed = true;
@@ -558,6 +594,11 @@ class Sim {
       if (!opt_.broken_runtime_ignores_abandon) p.readable.erase(s);
       p.draining.erase(s);
       p.tainted_draining.erase(s);
+      // A handler call or a read already sent finishes a little later; the core waits for
+      // the runtime to say so (consumer_core.h `abandon`). The broken runtime says so at
+      // once — and keeps reading.
+      p.stopping[s] = opt_.broken_runtime_ignores_abandon ? h_.now() : h_.now() + Rnd(0, 300);
+      if (p.tainted) p.tainted_draining.insert(s);
     }
     for (int32_t s : a.stop) {
       p.readable.erase(s);
@@ -597,6 +638,9 @@ class Sim {
       for (int32_t s : p.readable) holders[s].push_back(id + "(reading)");
       for (const auto& [s, until] : p.draining) {
         if (!p.tainted_draining.contains(s)) holders[s].push_back(id + "(draining)");
+      }
+      for (const auto& [s, until] : p.stopping) {
+        if (!p.tainted_draining.contains(s)) holders[s].push_back(id + "(stopping)");
       }
     }
     for (const auto& [s, who] : holders) {

@@ -85,6 +85,10 @@ class Driver {
   std::vector<HeartbeatRequest> sent;  // every request, in order
   std::vector<int32_t> ever_started;
   std::vector<std::pair<TimeMs, ConsumerActions>> log;  // every event's actions
+  // A runtime whose abandoned work stops at once: right after an event, every abandoned
+  // shard is confirmed stopped (OnShardDrained, consumer_core.h `abandon`) and the effects
+  // are merged into the event's actions. Off: the test confirms with Stopped().
+  bool confirm_abandons = true;
 
   ConsumerActions Apply(ConsumerActions a) {
     log.emplace_back(now, a);
@@ -111,8 +115,22 @@ class Driver {
     EXPECT_EQ(std::set<int32_t>(reading.begin(), reading.end()), readable)
         << "the runtime's readable set must be exactly READING";
     for (int32_t s : readable) EXPECT_TRUE(core.MayRead(s, now)) << s;
+    if (confirm_abandons) {
+      for (int32_t s : std::vector<int32_t>(a.abandon))
+        Merge(a, Apply(core.OnShardDrained(s, now)));
+    }
     return a;
   }
+  static void Merge(ConsumerActions& into, const ConsumerActions& b) {
+    into.abandon.insert(into.abandon.end(), b.abandon.begin(), b.abandon.end());
+    into.stop.insert(into.stop.end(), b.stop.begin(), b.stop.end());
+    into.start.insert(into.start.end(), b.start.begin(), b.start.end());
+    if (!into.version_changed) into.version_changed = b.version_changed;
+    if (!into.send) into.send = b.send;
+    into.left = into.left || b.left;
+  }
+  // The abandoned work of `s` has stopped (when confirm_abandons is off).
+  ConsumerActions Stopped(int32_t s) { return Apply(core.OnShardDrained(s, now)); }
 
   ConsumerActions Start() { return Apply(core.Start(now)); }
   ConsumerActions Tick() { return Apply(core.Tick(now)); }
@@ -427,6 +445,7 @@ TEST(ConsumerCore, C4_LeaseEndFailsClosedAndKeepsHeartbeating) {
 
 TEST(ConsumerCore, C4_DrainingShardIsAbandonedAtLeaseEndAndReportedRevoked) {
   Driver d;
+  d.confirm_abandons = false;
   d.Join({0, 1});
   d.NextRequest();
   d.Respond({.status = S::kDrain, .assigned = {0}, .revoke = {1}});
@@ -436,9 +455,64 @@ TEST(ConsumerCore, C4_DrainingShardIsAbandonedAtLeaseEndAndReportedRevoked) {
   auto a = d.AdvanceTo(end);
   EXPECT_EQ(a.abandon, V({0, 1}));
   EXPECT_EQ(d.core.StateOf(1), LocalShardState::kRevoked);
-  auto late = d.Drained(1);  // the runtime raced: ignored
-  EXPECT_TRUE(late.abandon.empty() && late.stop.empty() && late.start.empty());
+  // Until the runtime says the abandoned work stopped, it is in-flight work: DRAINING.
+  EXPECT_EQ(Revoking(d.NextRequest()).at(1), RevokeState::kDraining);
+  d.Fail(ErrorCode::kRedisUnavailable);
+  auto stopped = d.Stopped(1);
+  EXPECT_TRUE(stopped.abandon.empty() && stopped.stop.empty() && stopped.start.empty());
   EXPECT_EQ(Revoking(d.NextRequest()).at(1), RevokeState::kRevoked);
+  auto late = d.Drained(1);  // a runtime duplicate: ignored
+  EXPECT_TRUE(late.abandon.empty() && late.stop.empty() && late.start.empty());
+}
+
+// Regression (simulator seed 17): a member fenced while a reader of shard 0 had an
+// XREADGROUP ... BLOCK in flight reported shard 0 REVOKED at once on the rejoin's DRAIN;
+// the coordinator handed it on while the old read could still take entries at Redis. An
+// abandoned shard is now DRAINING until the runtime confirms its work stopped.
+TEST(ConsumerCore, AbandonedShardIsNotReportedRevokedBeforeItsWorkStopped) {
+  Driver d;
+  d.confirm_abandons = false;
+  d.Join({0, 1});
+  d.NextRequest();
+  auto a = d.Fail(ErrorCode::kFencedMemberEpoch);
+  EXPECT_EQ(a.abandon, V({0, 1}));
+  ASSERT_TRUE(a.send.has_value()) << "rejoin at once";
+  EXPECT_EQ(
+      Revoking(a.send->request),
+      (std::map<int32_t, RevokeState>{{0, RevokeState::kDraining}, {1, RevokeState::kDraining}}));
+  // The rejoin answer says to release both; the work of 0 is still running.
+  a = d.Respond({.status = S::kDrain, .assigned = {}, .revoke = {0, 1}, .epoch = 2});
+  EXPECT_FALSE(a.send.has_value()) << "nothing new to report: both still DRAINING";
+  d.Stopped(1);
+  EXPECT_EQ(Revoking(d.InFlight()), (std::map<int32_t, RevokeState>{{0, RevokeState::kDraining},
+                                                                    {1, RevokeState::kRevoked}}))
+      << "1 stopped: its REVOKED goes out at once";
+  d.Respond({.status = S::kDrain, .assigned = {}, .revoke = {0}, .epoch = 2});
+  EXPECT_EQ(Revoking(d.NextRequest()).at(0), RevokeState::kDraining);
+  // Handed back while still stopping: not started (a second reader would race the first).
+  a = d.Respond({.assigned = {0}, .epoch = 2});
+  EXPECT_TRUE(a.start.empty());
+  d.Stopped(0);
+  d.NextRequest();
+  a = d.Respond({.assigned = {0}, .epoch = 2});
+  EXPECT_EQ(a.start, V({0})) << "a fresh start once the old work stopped";
+}
+
+TEST(ConsumerCore, ShardAbandonedAtLeaseEndRestartsOnlyAfterItsWorkStopped) {
+  Driver d;
+  d.confirm_abandons = false;
+  d.Join({0});
+  d.NextRequest();
+  d.Fail(ErrorCode::kRedisUnavailable);
+  auto a = d.AdvanceTo(d.core.lease_end().value());
+  EXPECT_EQ(a.abandon, V({0}));
+  d.NextRequest();
+  a = d.Respond({.assigned = {0}});
+  EXPECT_TRUE(a.start.empty()) << "the abandoned reader may still be inside a handler call";
+  d.Stopped(0);
+  d.NextRequest();
+  a = d.Respond({.assigned = {0}});
+  EXPECT_EQ(a.start, V({0}));
 }
 
 // ── C5 ──────────────────────────────────────────────────────────────────────────
@@ -622,7 +696,12 @@ void DropsAllAndRejoins(ErrorCode code) {
   EXPECT_EQ(a.send->request.member_epoch, 0);
   EXPECT_EQ(a.send->request.member_id, MemberId("m-1")) << "same member id";
   EXPECT_TRUE(a.send->request.owned_shards.empty());
-  EXPECT_TRUE(a.send->request.revoking_shards.empty());
+  // Sent before the runtime confirmed the abandoned work stopped: reported DRAINING
+  // (REVOKED 3 is forgotten).
+  EXPECT_EQ(
+      Revoking(a.send->request),
+      (std::map<int32_t, RevokeState>{
+          {0, RevokeState::kDraining}, {1, RevokeState::kDraining}, {2, RevokeState::kDraining}}));
   EXPECT_EQ(a.send->request.metadata_version, 5) << "the observed version survives";
   // A late drain of the abandoned shard is ignored.
   auto late = d.Drained(2);

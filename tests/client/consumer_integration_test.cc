@@ -530,13 +530,6 @@ class HandlerGate {
   int returned_ = 0;
 };
 
-int64_t CommandCalls(rsc::testing::RedisCli& cli, const std::string& command) {
-  const CliReply r = cli.Run({"INFO", "commandstats"});
-  const std::string needle = "cmdstat_" + command + ":calls=";
-  const size_t at = r.str.find(needle);
-  return at == std::string::npos ? 0 : std::atoll(r.str.c_str() + at + needle.size());
-}
-
 // A handler that hangs (docs/consumer.md §5). Member a reads all 4 shards and its handler
 // blocks on the first entry of each; behind each hung entry a second one waits in the same
 // batch.
@@ -545,10 +538,10 @@ int64_t CommandCalls(rsc::testing::RedisCli& cli, const std::string& command) {
 // - b joins: two of a's shards are revoked. They stay DRAINING — the lease keeps being
 //   renewed, so it never ends — until the coordinator fences a for draining past
 //   rebalanceTimeoutMs (SPEC §4.4, K1c). Fenced, a abandons every shard (no XACK) and
-//   rejoins; b takes hung shards over and gets the hung entries redelivered (C7) while a's
-//   calls still run.
-// - a's Stop() leaves the group but returns only after the hung calls return; released, they
-//   neither XACK nor go on with the entries behind them.
+//   rejoins; the shards whose call still hangs stay a's (reported DRAINING: the abandoned
+//   work has not stopped), so nobody handles their entries meanwhile.
+// - Released, the calls neither XACK nor go on with the entries behind them; then b takes
+//   the hung shards over and gets the hung entries redelivered (C7); a leaves cleanly.
 TEST_F(ConsumerIntegration, HangingHandlerStallsItsShardsUntilTheRebalanceTimeoutFencesIt) {
   std::unique_ptr<Producer> producer = MakeProducer();
   ASSERT_NE(producer, nullptr);
@@ -682,56 +675,53 @@ TEST_F(ConsumerIntegration, HangingHandlerStallsItsShardsUntilTheRebalanceTimeou
   EXPECT_TRUE(coordinator_->WaitForLog("draining past rebalanceTimeoutMs", 5s));
   EXPECT_EQ(a->Status().messages_acked, 0) << "abandoned, not drained";
 
-  // 3. b owns two of the hung shards and gets their entries again (C7) — a's calls still
-  // run (gate closed).
+  // 3. Fenced, a abandoned every shard and rejoined. The shards whose reader is stuck in a
+  // hung call stay a's — reported DRAINING, never REVOKED, while the call runs — so nobody
+  // else handles their entries meanwhile: no overlap with the hung work.
+  ASSERT_TRUE(WaitFor([&] { return a->Status().phase == "member"; }, 10s, "a rejoined"))
+      << Describe(a->Status());
+  const auto watch_until = std::chrono::steady_clock::now() + 2500ms;  // > member lease
+  while (std::chrono::steady_clock::now() < watch_until) {
+    ASSERT_EQ(b_received(hang_ids), 0)
+        << "b handled a hung entry while a's call still ran: " << b_seen();
+    std::this_thread::sleep_for(50ms);  // sampling a window in which nothing may happen
+  }
+  EXPECT_EQ(gate.returned(), 0);
+  EXPECT_EQ(a->Status().messages_acked, 0);
+
+  // 4. Release: the hung calls return (their results are not XACKed: the shards were
+  // abandoned); only now are the shards released. b takes its two over and gets their hung
+  // entries as fresh deliveries (C7); a, rejoined, restarts the others (after their old
+  // readers ended) and handles what is pending there. Every entry ends up XACKed.
+  gate.Release();
   ASSERT_TRUE(WaitFor([&] { return b_received(hang_ids) >= 2; }, 10s,
-                      "b redelivers the hung entries of the shards it took over"))
+                      "b redelivers the hung entries once a's calls returned"))
       << "a: " << Describe(a->Status()) << "\nb: " << Describe(b->Status()) << "\n"
       << b_seen();
-  EXPECT_EQ(gate.returned(), 0);
+  ASSERT_TRUE(WaitFor([&] { return PendingTotal() == 0; }, 15s, "every entry is XACKed"))
+      << "a: " << Describe(a->Status()) << "\nb: " << Describe(b->Status());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [id, attempts] : b_deliveries) {
+      EXPECT_EQ(attempts, std::vector<int>{1}) << "a fresh delivery to b: " << id;
+    }
+  }
 
-  // 4. a stops: it leaves, but Stop() waits for the hung calls.
+  // 5. a stops (a clean leave now: nothing hangs); b ends up with every shard.
   a_stopper = std::thread([&] {
     a->Stop();
     returned_when_stop_returned = gate.returned();
     a_stop_returned = true;
   });
-  ASSERT_TRUE(WaitFor([&] { return a->Status().phase == "left"; }, 10s, "a leaves the group"))
+  ASSERT_TRUE(WaitFor([&] { return a_stop_returned.load(); }, 15s, "a's Stop() returns"))
       << Describe(a->Status());
-  // b takes over what is left and handles all 8 entries, the hung ones included.
-  ASSERT_TRUE(WaitFor([&] { return b_received(all_ids) == 8 && PendingTotal() == 0; }, 15s,
-                      "b handles and XACKs every entry"))
-      << "b: " << Describe(b->Status());
-  EXPECT_EQ(AsSet(b->Status().reading), kAllShards);
-  EXPECT_GE(b->Status().messages_claimed, 8) << "every entry was taken over from a (C7)";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const std::string& id : hang_ids) {
-      EXPECT_EQ(b_deliveries[id], std::vector<int>{1}) << "a fresh delivery to b: " << id;
-    }
-  }
-  EXPECT_FALSE(a_stop_returned.load()) << "Stop() returned while handler calls hang";
-  EXPECT_FALSE(a->Status().stopped);
-
-  // 5. Release: Stop() returns after the calls; they XACK nothing and handle nothing more.
-  std::unique_ptr<rsc::testing::RedisCli> cli = redis_.Cli();
-  ASSERT_NE(cli, nullptr);
-  const int64_t xacks_before = CommandCalls(*cli, "xack");
-  gate.Release();
-  ASSERT_TRUE(WaitFor([&] { return a_stop_returned.load(); }, 10s, "a's Stop() returns"))
-      << Describe(a->Status());
-  EXPECT_EQ(returned_when_stop_returned.load(), kShards)
-      << "Stop() returned only after every hung call";
+  EXPECT_GE(returned_when_stop_returned.load(), kShards);
   const ConsumerStatus a_done = a->Status();
   EXPECT_TRUE(a_done.stopped);
-  EXPECT_EQ(a_done.messages_handled, kShards) << "the calls returned Ok ...";
-  EXPECT_EQ(a_done.messages_acked, 0) << "... but nothing was XACKed";
-  EXPECT_EQ(CommandCalls(*cli, "xack"), xacks_before) << "no XACK after the release (b is idle)";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_EQ(std::set<std::string>(a_calls.begin(), a_calls.end()), hang_ids);
-    EXPECT_EQ(a_calls.size(), hang_ids.size()) << "a never went on with the entries behind";
-  }
+  EXPECT_EQ(a_done.phase, "left") << Describe(a_done);
+  ASSERT_TRUE(WaitFor([&] { return AsSet(b->Status().reading) == kAllShards; }, 15s,
+                      "b reads every shard after a left"))
+      << "b: " << Describe(b->Status());
   EXPECT_EQ(PendingTotal(), 0);
   b->Stop();
   EXPECT_EQ(b->Status().phase, "left") << Describe(b->Status());

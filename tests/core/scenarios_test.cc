@@ -122,6 +122,40 @@ TEST(Scenario06, ClientSawVersionNRedisBackToNMinus1NextHeartbeatGetsSync) {
   EXPECT_EQ(r.lineage, h.meta().lineage);
 }
 
+// Regression (simulator seed 8): a leave (heartbeat with epoch -1) whose version Redis lost
+// was answered "left" with status OK. M2 applies to it like to any heartbeat: the answer
+// is SYNC_METADATA with the stored version, and a member's leave records a correction
+// round. Also when Redis lost the member altogether (an unknown member's leave).
+TEST(Scenario06, LeaveWithALostVersionIsAnsweredSyncMetadata) {
+  for (const bool known : {true, false}) {
+    SCOPED_TRACE(known ? "the member is in the restored state" : "Redis lost the member too");
+    CoreHarness h(2);
+    FakeMember a{"A"}, b{"B"};
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+    auto before_a = h.Save();
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    auto with_a = h.Save();
+    b.Observe(Ok(h.Heartbeat(b.Request())));  // DRAIN: B releases a shard for A
+    b.Observe(Ok(h.Heartbeat(b.Request())));  // REVOKED: written
+    a.Observe(Ok(h.Heartbeat(a.Request())));  // A sees that version
+    ASSERT_GT(a.version, with_a.meta.version.value());
+    h.RollbackTo(known ? with_a : before_a);  // a failover loses what A saw last
+    HeartbeatRequest leave = a.Request();
+    leave.member_epoch = -1;
+    for (int32_t s : leave.owned_shards)
+      leave.revoking_shards.push_back({s, RevokeState::kRevoked});
+    leave.owned_shards.clear();
+    auto r = Ok(h.Heartbeat(leave));
+    EXPECT_EQ(r.status, S::kSyncMetadata);
+    EXPECT_EQ(r.metadata_version, h.meta().version.value()) << "the stored truth (M10)";
+    EXPECT_EQ(r.lineage, h.meta().lineage);
+    EXPECT_TRUE(h.LastEventsHave(EventKind::kVersionRegression));
+    if (known) {
+      EXPECT_TRUE(h.meta().round.has_value()) << "M2: a correction round is recorded";
+    }
+  }
+}
+
 TEST(Scenario07, SyncMetadataLostNextHighVersionHeartbeatGetsSameSync) {
   CoreHarness h(2);
   FakeMember a{"A"};

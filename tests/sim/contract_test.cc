@@ -208,6 +208,28 @@ const std::vector<NamedScript>& Scripts() {
          t.push_back(Trace(s.Restore(Meta(1), kNow)));
          return t;
        }},
+      {"LivenessRenewalNeverShortensADeadline",
+       [](Backend& b) {
+         // A coordinator paused inside its section (mutex expired) writes a deadline from
+         // its stale clock after another one renewed the member: the later deadline stays.
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Create(Meta(1), kNow)));
+         LivenessUpdate renewed;
+         renewed.set = {{"m0", kNow + 5000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, renewed, kNow)));
+         LivenessUpdate stale;
+         stale.set = {{"m0", kNow + 1000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, stale, kNow)));
+         auto all = s.LoadAllLiveness(kKey);
+         t.push_back(fmt::format("m0={}", all.ok() ? all->deadline_ms["m0"] - kNow : -1));
+         LivenessUpdate later;
+         later.set = {{"m0", kNow + 7000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, later, kNow)));
+         all = s.LoadAllLiveness(kKey);
+         t.push_back(fmt::format("m0={}", all.ok() ? all->deadline_ms["m0"] - kNow : -1));
+         return t;
+       }},
       {"MutexIsExclusive",
        [](Backend& b) {
          std::vector<std::string> t;
@@ -245,7 +267,19 @@ TEST_P(Contract, MemoryStoreMatchesRealRedis) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 6),
+// The fake's answer is also pinned, so "both wrong the same way" cannot pass.
+TEST(ContractExpectations, LivenessRenewalNeverShortensADeadline) {
+  MemoryBackend fake;
+  for (const NamedScript& s : Scripts()) {
+    if (std::string(s.name) != "LivenessRenewalNeverShortensADeadline") continue;
+    const auto t = s.run(fake);
+    ASSERT_EQ(t.size(), 6u);
+    EXPECT_EQ(t[3], "m0=5000") << "a stale renewal must not shorten the deadline";
+    EXPECT_EQ(t[5], "m0=7000") << "a later renewal still extends it";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 7),
                          [](const auto& info) { return std::string(Scripts()[info.param].name); });
 
 }  // namespace

@@ -8,7 +8,7 @@
 -- ARGV[8] SHA-1 of the aggregate bytes the caller decided on ('' = unknown, not checked):
 --         an aggregate edited outside the coordinator is never overwritten (SPEC L3)
 -- ARGV[9] n = liveness entries to set, then n pairs (member, deadline ms), then the
---         members to remove
+--         members to remove. A set never lowers a stored deadline.
 -- Reply: {1, newRevision} applied; {0, storedRevision} conflict ({0, -1}: no hash).
 -- Everything is validated before the first write: a script that fails halfway is not
 -- rolled back by Redis.
@@ -48,9 +48,16 @@ if ARGV[2] == '1' then
              'schemaVersion', ARGV[4], 'layoutVersion', ARGV[5], 'updatedAt', ARGV[6],
              'writeToken', ARGV[7])
 end
+-- A deadline only ever moves forward: a section that read the clock before a long pause
+-- (its mutex expired meanwhile) must not shorten a lease a later heartbeat extended —
+-- liveness-only writes do not bump the revision, so the check above cannot catch that
+-- (found by the simulator, seed 137). Not ZADD GT: that needs Redis 6.2.
 local i = 10
 for _ = 1, n do
-  redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i])
+  local current = redis.call('ZSCORE', KEYS[2], ARGV[i])
+  if current == false or tonumber(current) < tonumber(ARGV[i + 1]) then
+    redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i])
+  end
   i = i + 2
 end
 while i <= #ARGV do

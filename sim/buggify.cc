@@ -1,0 +1,125 @@
+#include "sim/buggify.h"
+
+#include <cstdio>
+
+#include "core/check.h"
+
+namespace rsc::sim {
+
+const std::vector<SiteSpec>& AllSites() {
+  static const std::vector<SiteSpec> kSites = {
+      // ── network (per message) ──
+      {"net.drop", 0.5, "drop a client↔coordinator message"},
+      {"net.duplicate", 0.35, "deliver a client↔coordinator message twice"},
+      {"net.delay", 0.35, "delay a message far beyond the usual latency (reorders too)"},
+      {"net.redis_reset", 0.35, "a client's Redis reply is lost: connection reset"},
+      // ── network (chaos actions) ──
+      {"net.partition", 0.4, "partition a pair of processes for a while"},
+      {"net.clog", 0.3, "swizzle-clog a random subset of links, unclog in random order"},
+      // ── coordinator ──
+      {"coord.crash", 0.35, "kill a coordinator at a random moment"},
+      {"coord.crash_after_lock", 0.25, "kill a coordinator holding the mutex"},
+      {"coord.crash_before_cas", 0.25, "kill a coordinator right before its CAS"},
+      {"coord.crash_after_cas", 0.25, "kill a coordinator after its CAS, before it answers"},
+      {"coord.cas_unknown_result", 0.25, "a CAS applies but its reply is lost"},
+      {"coord.redis_slow", 0.25, "a coordinator's Redis call stalls (mutex may expire)"},
+      {"coord.clock_jump", 0.35, "a coordinator's wall clock jumps (within the skew bound)"},
+      // ── Redis ──
+      {"redis.failover", 0.35, "promote the replica (loses what it has not received)"},
+      {"redis.snapshot_restore", 0.25, "restart Redis from an older snapshot"},
+      {"redis.key_delete", 0.25, "delete the metadata key; an operator restores an export"},
+      {"redis.script_flush", 0.35, "SCRIPT FLUSH: the next scripted call reloads (NOSCRIPT)"},
+      {"redis.noscript_reload_fails", 0.25, "the NOSCRIPT reload's connection drops"},
+      {"redis.mutex_expire", 0.35, "the group mutex vanishes under its holder"},
+      {"redis.replication_stall", 0.35, "replication falls seconds behind for a while"},
+      // ── consumers, producers, operator ──
+      {"consumer.crash", 0.6, "kill a consumer; restart with the same or a new identity"},
+      {"consumer.shutdown", 0.4, "clean consumer shutdown (drain, leave), later restart"},
+      {"consumer.clock_jump", 0.3, "a consumer's monotonic clock jumps forward"},
+      {"consumer.slow_handler", 0.35, "a handler call takes much longer than usual"},
+      {"producer.crash", 0.4, "kill a producer and restart it"},
+      {"producer.clock_jump", 0.25, "a producer's monotonic clock jumps forward"},
+      {"operator.fence", 0.25, "an operator fences a random member"},
+  };
+  return kSites;
+}
+
+const std::vector<ProbeSpec>& AllProbes() {
+  static const std::vector<ProbeSpec> kProbes = {
+      {"coord_crashed_after_cas", "a coordinator died between its CAS and its answer"},
+      {"coord_crashed_before_cas", "a coordinator died holding a decision it never wrote"},
+      {"coord_crashed_holding_mutex", "a coordinator died inside the mutex"},
+      {"cas_conflict", "a CAS found another revision (GroupService reloaded)"},
+      {"cas_unknown_result", "a CAS applied but the coordinator never heard back"},
+      {"lock_timeout_answered", "a client got LOCK_TIMEOUT"},
+      {"mutex_expired_in_section", "the mutex vanished while its holder was inside"},
+      {"sync_metadata_delivered", "a consumer received SYNC_METADATA"},
+      {"routing_sync_adopted", "a producer adopted a sync:true routing answer"},
+      {"round_ended", "a correction round completed"},
+      {"blocker_recorded", "a correction round recorded a blocking owner"},
+      {"static_member_replaced", "a restarted instanceId took its old member's place"},
+      {"member_expired", "the coordinator expired a member"},
+      {"member_fenced", "a member was fenced (rebalance timeout or operator)"},
+      {"heartbeat_duplicated", "the network delivered a heartbeat twice"},
+      {"heartbeat_timed_out", "a consumer gave up waiting for a heartbeat answer"},
+      {"lease_expired_while_reading", "a consumer failed closed at lease end (C4)"},
+      {"lease_expired_while_draining", "a draining shard was abandoned at lease end"},
+      {"takeover_claimed_pending", "a new owner claimed pending entries (XAUTOCLAIM)"},
+      {"publish_refused_expired", "a producer failed closed: routing lease expired (PR5)"},
+      {"noscript_reload", "a scripted call hit NOSCRIPT and reloaded"},
+      {"acked_publish_lost", "a rollback destroyed an acknowledged publish"},
+      {"metadata_missing_answered", "a client got METADATA_MISSING (key deleted)"},
+      {"terminating_answered", "a client got COORDINATOR_TERMINATING"},
+      {"restore_applied", "an operator restore replaced the metadata"},
+      {"redelivery", "an entry was handed to a handler again"},
+      {"drain_completed", "a consumer drained a revoked shard and reported it"},
+  };
+  return kProbes;
+}
+
+Buggify::Buggify(uint64_t seed, Mode mode) {
+  Rng rng(seed ^ 0xb0661f7b0661f7ULL);
+  for (const SiteSpec& s : AllSites()) {
+    bool on = false;
+    switch (mode) {
+      case Mode::kRandom:
+        on = rng.Chance(s.enable_p);
+        break;
+      case Mode::kAllOn:
+        on = true;
+        break;
+      case Mode::kAllOff:
+        on = false;
+        break;
+    }
+    on_[s.name] = on;
+  }
+}
+
+bool Buggify::Enabled(std::string_view site) const {
+  auto it = on_.find(site);
+  if (it == on_.end()) {
+    std::fprintf(stderr, "unknown BUGGIFY site %.*s\n", static_cast<int>(site.size()), site.data());
+    RSC_CHECK(false);
+  }
+  return it->second;
+}
+
+bool Buggify::Fire(std::string_view site, double p, Rng& rng) const {
+  return active_ && Enabled(site) && rng.Chance(p);
+}
+
+Probes::Probes() {
+  for (const ProbeSpec& p : AllProbes()) counts_[p.name] = 0;
+}
+
+void Probes::Hit(std::string_view name) {
+  auto it = counts_.find(std::string(name));
+  if (it == counts_.end()) {
+    std::fprintf(stderr, "unknown probe %.*s\n", static_cast<int>(name.size()), name.data());
+    RSC_CHECK(false);
+  }
+  ++it->second;
+}
+
+}  // namespace rsc::sim

@@ -1,0 +1,355 @@
+// The simulation's faults (the chaos driver of the safety phase) and its operator (`rsc`
+// admin actions through a coordinator): sim/simulation_internal.h.
+
+#include <fmt/format.h>
+
+#include "core/protocol_json.h"
+#include "sim/simulation_internal.h"
+
+namespace rsc::sim {
+
+void Simulation::OperatorCall(HttpRequest req, std::function<bool(const HttpResponse&)> done,
+                              int attempts_left, std::function<void()> on_timeout) {
+  // Try the endpoints from a random one; a lost answer is retried after a timeout.
+  int slot = static_cast<int>(world_.rng().Uniform(0, p_.coord_slots - 1));
+  for (int i = 0; i < p_.coord_slots && !LiveCoordinator(slot); ++i) {
+    slot = (slot + 1) % p_.coord_slots;
+  }
+  auto answered = std::make_shared<bool>(false);
+  auto retry = [this, req, done, attempts_left] {
+    if (attempts_left > 1) {
+      world_.After(
+          500, [this, req, done, attempts_left] { OperatorCall(req, done, attempts_left - 1); });
+    }
+  };
+  SendHttp("operator", slot, req, [answered, done, retry](const HttpResponse& resp) {
+    if (*answered) return;
+    *answered = true;
+    if (!done(resp)) retry();
+  });
+  world_.After(3000, [answered, retry, on_timeout] {
+    if (*answered) return;
+    *answered = true;
+    if (on_timeout) on_timeout();
+    retry();
+  });
+}
+
+void Simulation::OperatorCreate() {
+  CreateGroupRequest c;
+  c.stream = kStream;
+  c.group = kGroup;
+  c.shard_count = p_.shards;
+  c.config = p_.group;
+  HttpRequest req;
+  req.method = "POST";
+  req.target = "/v1/groups";
+  req.body = SerializeCreateGroupRequest(c);
+  OperatorCall(
+      req, [](const HttpResponse& r) { return r.status == 201 || r.status == 409; }, 1000);
+}
+
+void Simulation::OperatorRepair() {
+  // The metadata key is gone (deleted, or a rollback lost it): an operator restores the
+  // latest export (`rsc restore`), or creates the group again if there is none.
+  if (redis_.HasMetadata(key_)) {
+    repair_pending_ = false;
+    return;
+  }
+  if (export_.empty()) {
+    repair_pending_ = false;
+    OperatorCreate();
+    return;
+  }
+  HttpRequest req;
+  req.method = "POST";
+  req.target = "/v1/groups/restore";
+  req.body = export_;
+  // One attempt at a time: a retry goes through this function again, so an operator who
+  // sees the key back (a lost answer to a restore that did apply) does not restore twice.
+  OperatorCall(
+      req,
+      [this](const HttpResponse& r) {
+        if (r.status != 200 && !redis_.HasMetadata(key_)) {
+          world_.After(500, [this] { OperatorRepair(); });
+          return true;
+        }
+        repair_pending_ = false;
+        return true;
+      },
+      1, [this] { world_.After(500, [this] { OperatorRepair(); }); });
+}
+
+void Simulation::OperatorFence(const std::string& member) {
+  HttpRequest req;
+  req.method = "POST";
+  req.target = fmt::format("/v1/groups/{}/{}/members/{}/fence", kStream, kGroup, member);
+  OperatorCall(
+      req, [](const HttpResponse&) { return true; }, 1);
+}
+
+void Simulation::ExportTick() {
+  if (phase_ == Phase::kSafety) {
+    HttpRequest req;
+    req.method = "GET";
+    req.target = fmt::format("/v1/groups/{}/{}/export", kStream, kGroup);
+    OperatorCall(
+        req,
+        [this](const HttpResponse& r) {
+          if (r.status == 200) export_ = r.body;
+          return true;
+        },
+        1);
+  }
+  world_.After(world_.rng().Uniform(3000, 10000), [this] { ExportTick(); });
+}
+
+void Simulation::SnapshotTick() {
+  if (phase_ != Phase::kSafety) return;
+  if (redis_.HasMetadata(key_)) redis_.TakeSnapshot();
+  world_.After(world_.rng().Uniform(2000, 8000), [this] { SnapshotTick(); });
+}
+
+// ── faults ──────────────────────────────────────────────────────────────────────────
+
+std::vector<std::string> Simulation::Nodes() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < p_.coord_slots; ++i) out.push_back(CoordNode(i));
+  for (const auto& s : consumer_slots_) out.push_back(s->node);
+  for (const auto& s : producer_slots_) out.push_back(s->node);
+  out.push_back("redis");
+  return out;
+}
+
+void Simulation::RandomLink(std::string* a, std::string* b) {
+  // A link that carries traffic: client–coordinator, client–redis or coordinator–redis.
+  const std::vector<std::string> nodes = Nodes();
+  Rng& rng = world_.rng();
+  for (;;) {
+    *a = nodes[static_cast<size_t>(rng.Uniform(0, static_cast<int64_t>(nodes.size()) - 1))];
+    *b = nodes[static_cast<size_t>(rng.Uniform(0, static_cast<int64_t>(nodes.size()) - 1))];
+    if (*a == *b) continue;
+    const bool a_coord = a->rfind("coord", 0) == 0;
+    const bool b_coord = b->rfind("coord", 0) == 0;
+    const bool a_redis = *a == "redis";
+    const bool b_redis = *b == "redis";
+    if ((a_coord && b_coord) || (!a_coord && !a_redis && !b_coord && !b_redis)) continue;
+    return;
+  }
+}
+
+void Simulation::RecordLost(const std::vector<LostEntry>& lost) {
+  for (const LostEntry& l : lost) {
+    HistEvent e;
+    e.kind = HistKind::kLost;
+    e.proc = "sim";
+    e.shard = ShardOfStream(l.stream);
+    e.stream = l.stream;
+    e.id = l.entry.id.str();
+    e.key = l.entry.key;
+    e.seq = l.entry.seq;
+    world_.Emit(std::move(e));
+    if (auto a = acked_.find({l.stream, l.entry.id}); a != acked_.end()) {
+      world_.probes().Hit("acked_publish_lost");
+      undelivered_.erase(a->second);  // S3 excuses it; nobody will deliver it
+    }
+  }
+}
+
+void Simulation::DeleteWhenQuiet(int attempts) {
+  // The operator's DEL lands between requests: an answer decided before the DEL but sent
+  // after it would look, in the history, like a decision on a deleted key.
+  for (int i = 0; i < p_.coord_slots; ++i) {
+    if (SimCoordinator* c = LiveCoordinator(i); c && c->busy()) {
+      if (attempts > 1) {
+        world_.After(1, [this, attempts] { DeleteWhenQuiet(attempts - 1); });
+      } else {
+        deleting_ = false;
+        key_deleted_ = false;
+      }
+      return;
+    }
+  }
+  deleting_ = false;
+  if (!redis_.HasMetadata(key_)) {
+    key_deleted_ = false;
+    return;
+  }
+  redis_.DeleteMetadata(key_);
+  world_.Fault("key_delete", "DEL of the metadata hash");
+}
+
+void Simulation::AfterRollback() {
+  last_rollback_ = world_.now();
+  // Operators notice a vanished key (Supervise schedules the repair).
+}
+
+void Simulation::ChaosTick() {
+  if (phase_ != Phase::kSafety) return;
+  Rng& rng = world_.rng();
+  const Buggify& bug = world_.buggify();
+  struct Action {
+    const char* site;
+    int weight;
+    std::function<void()> run;
+  };
+  auto live_consumer = [this, &rng]() -> SimConsumer* {
+    std::vector<SimConsumer*> live;
+    for (SimConsumer* c : consumer_current_) {
+      if (c && !c->dead()) live.push_back(c);
+    }
+    if (live.empty()) return nullptr;
+    return live[static_cast<size_t>(rng.Uniform(0, static_cast<int64_t>(live.size()) - 1))];
+  };
+  auto live_coordinator = [this, &rng]() -> SimCoordinator* {
+    std::vector<SimCoordinator*> live;
+    for (int i = 0; i < p_.coord_slots; ++i) {
+      if (SimCoordinator* c = LiveCoordinator(i)) live.push_back(c);
+    }
+    if (live.empty()) return nullptr;
+    return live[static_cast<size_t>(rng.Uniform(0, static_cast<int64_t>(live.size()) - 1))];
+  };
+  auto live_producer = [this, &rng]() -> SimProducer* {
+    std::vector<SimProducer*> live;
+    for (SimProducer* p : producer_current_) {
+      if (p && !p->dead()) live.push_back(p);
+    }
+    if (live.empty()) return nullptr;
+    return live[static_cast<size_t>(rng.Uniform(0, static_cast<int64_t>(live.size()) - 1))];
+  };
+  // Rollbacks are spaced out, and none while a deleted key waits for its restore: a
+  // failover that resurrected the key would undo the operator's DEL behind the checker's
+  // back (S8 forbids any decision between key_delete and restore).
+  if (key_deleted_ && !deleting_ && redis_.HasMetadata(key_)) key_deleted_ = false;
+  const bool rollback_ok = world_.now() - last_rollback_ >= 8000 && !key_deleted_;
+  std::vector<Action> actions = {
+      {"net.partition", 3,
+       [&] {
+         std::string a, b;
+         RandomLink(&a, &b);
+         const TimeMs d = rng.Uniform(500, 12000);
+         net_.Partition(a, b);
+         world_.Fault("partition", fmt::format("{}|{} for {} ms", a, b, d));
+         world_.After(d, [this, a, b] { net_.Unpartition(a, b); });
+       }},
+      {"net.clog", 2,
+       [&] {
+         const int n = static_cast<int>(rng.Uniform(2, 6));
+         world_.Fault("clog", fmt::format("swizzle-clog of {} links", n));
+         for (int i = 0; i < n; ++i) {
+           std::string a, b;
+           RandomLink(&a, &b);
+           const TimeMs start = rng.Uniform(0, 1500);
+           const TimeMs until = world_.now() + start + rng.Uniform(1000, 6000);
+           world_.After(start, [this, a, b, until] {
+             if (phase_ == Phase::kSafety) net_.Clog(a, b, until);
+           });
+         }
+       }},
+      {"coord.crash", 2,
+       [&] {
+         if (SimCoordinator* c = live_coordinator()) c->Crash("killed (chaos)");
+       }},
+      {"coord.clock_jump", 1,
+       [&] {
+         if (SimCoordinator* c = live_coordinator()) {
+           const TimeMs skew = rng.Uniform(-p_.skew_bound_ms, p_.skew_bound_ms);
+           world_.Fault(
+               "skew", fmt::format("{} wall clock {:+} ms -> {:+} ms", c->name(), c->skew(), skew));
+           c->set_skew(skew);
+         }
+       }},
+      {"redis.failover", rollback_ok ? 1 : 0,
+       [&] {
+         const int64_t before = redis_.RevisionOf(key_);
+         const size_t backlog = redis_.replication_backlog();
+         std::vector<LostEntry> lost = redis_.Failover(rng.Uniform(200, 2000));
+         world_.Fault("failover",
+                      fmt::format("replica promoted: {} replication entries lost, {} stream "
+                                  "entries lost, revision {} -> {}",
+                                  backlog, lost.size(), before, redis_.RevisionOf(key_)));
+         RecordLost(lost);
+         AfterRollback();
+       }},
+      {"redis.snapshot_restore", redis_.has_snapshot() && rollback_ok ? 1 : 0,
+       [&] {
+         const int64_t before = redis_.RevisionOf(key_);
+         std::vector<LostEntry> lost = redis_.RestoreSnapshot(rng.Uniform(500, 3000));
+         world_.Fault("snapshot_restore",
+                      fmt::format("restarted from a snapshot: {} stream entries lost, revision "
+                                  "{} -> {}",
+                                  lost.size(), before, redis_.RevisionOf(key_)));
+         RecordLost(lost);
+         AfterRollback();
+       }},
+      {"redis.key_delete", redis_.HasMetadata(key_) && !export_.empty() && rollback_ok ? 1 : 0,
+       [&] {
+         key_deleted_ = true;
+         deleting_ = true;
+         AfterRollback();
+         DeleteWhenQuiet(2000);
+       }},
+      {"redis.script_flush", 1,
+       [&] {
+         redis_.FlushScripts();
+         world_.Fault("script_flush", "SCRIPT FLUSH");
+       }},
+      {"redis.mutex_expire", 2,
+       [&] {
+         if (redis_.lock_held(key_)) {
+           if (redis_.DropLock(key_)) world_.Fault("mutex_expire", "the mutex vanished");
+         } else {
+           redis_.ArmLockDrop();
+         }
+       }},
+      {"redis.replication_stall", 1,
+       [&] {
+         const TimeMs d = rng.Uniform(2000, 10000);
+         const TimeMs lag = rng.Uniform(500, 4000);
+         redis_.Stall(world_.now() + d, lag);
+         world_.Fault("replication_stall", fmt::format("lag ~{} ms for {} ms", lag, d));
+       }},
+      {"consumer.crash", 3,
+       [&] {
+         if (SimConsumer* c = live_consumer()) c->Crash("killed (chaos)");
+       }},
+      {"consumer.shutdown", 1,
+       [&] {
+         if (SimConsumer* c = live_consumer()) c->Shutdown();
+       }},
+      {"consumer.clock_jump", 1,
+       [&] {
+         if (SimConsumer* c = live_consumer()) c->JumpClock(rng.Uniform(50, 2000));
+       }},
+      {"producer.crash", 1,
+       [&] {
+         if (SimProducer* pr = live_producer()) pr->Crash("killed (chaos)");
+       }},
+      {"producer.clock_jump", 1,
+       [&] {
+         if (SimProducer* pr = live_producer()) pr->JumpClock(rng.Uniform(50, 2000));
+       }},
+      {"operator.fence", 1,
+       [&] {
+         if (SimConsumer* c = live_consumer()) OperatorFence(c->member());
+       }},
+  };
+  int total = 0;
+  for (const Action& a : actions) total += bug.Enabled(a.site) ? a.weight : 0;
+  if (total > 0) {
+    int pick = static_cast<int>(rng.Uniform(0, total - 1));
+    for (const Action& a : actions) {
+      if (!bug.Enabled(a.site) || a.weight == 0) continue;
+      if (pick < a.weight) {
+        a.run();
+        break;
+      }
+      pick -= a.weight;
+    }
+  }
+  world_.After(rng.Uniform(300, 2500), [this] { ChaosTick(); });
+}
+
+// ── heal and the end ────────────────────────────────────────────────────────────────
+
+}  // namespace rsc::sim

@@ -1,0 +1,47 @@
+#pragma once
+// What a simulated client process (consumer, producer, operator) needs from the simulation:
+// the world, and the two ways to talk to the rest of the system — HTTP to a coordinator
+// endpoint and commands to Redis — with the network's latency and faults applied.
+
+#include <functional>
+#include <string>
+
+#include "server/http_server.h"
+#include "sim/network.h"
+#include "sim/sim_redis.h"
+#include "sim/world.h"
+
+namespace rsc::sim {
+
+// Executes one command at Redis when it arrives, and hands the reply to `done` (at once,
+// or later for a blocking read).
+using RedisExec = std::function<void(SimRedis&, std::function<void(StreamReply)> done)>;
+
+// Replies to commands that never reached Redis, or whose connection broke, carry an error
+// starting with this prefix (the client then reconnects, like hiredis after an I/O error).
+inline constexpr const char* kConnError = "CONN ";
+
+class Services {
+ public:
+  virtual ~Services() = default;
+  virtual World& world() = 0;
+  virtual SimRedis& redis() = 0;
+  virtual Network& net() = 0;
+  // One HTTP exchange with coordinator endpoint `slot`. `on_reply` may never be called (a
+  // lost message: the caller times out) or be called twice (a duplicate); status 0 means a
+  // transport failure (connection refused).
+  virtual void SendHttp(const std::string& from_node, int slot, HttpRequest request,
+                        std::function<void(const HttpResponse&)> on_reply) = 0;
+  // One Redis command on a connection identified by `conn_epoch` (0 = connect first; set
+  // to the connection's epoch). Exactly one reply comes back.
+  virtual void SendRedis(const std::string& from_node, uint64_t& conn_epoch, RedisExec exec,
+                         std::function<void(const StreamReply&)> on_reply) = 0;
+  // Deliveries of (key, seq) so far, before this one (redelivery probe).
+  virtual int64_t CountDelivery(const std::string& key, int64_t seq) = 0;
+  // An XADD of (key, seq) was acknowledged (the run's end waits for its delivery; a rollback
+  // that destroys it is probed).
+  virtual void NotePublished(const std::string& stream, const StreamId& id, const std::string& key,
+                             int64_t seq) = 0;
+};
+
+}  // namespace rsc::sim

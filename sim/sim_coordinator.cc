@@ -1,0 +1,492 @@
+#include "sim/sim_coordinator.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "core/protocol_json.h"
+
+namespace rsc::sim {
+
+namespace {
+
+std::string Digest(const std::string& s) {
+  return fmt::format("{:016x}", XXH64(s.data(), s.size(), 0));
+}
+
+bool DecidedError(ErrorCode code) {
+  // Errors that say something about the stored state (as opposed to "could not decide").
+  return code != ErrorCode::kRedisUnavailable && code != ErrorCode::kLockTimeout &&
+         code != ErrorCode::kUnknownResult && code != ErrorCode::kCoordinatorTerminating &&
+         code != ErrorCode::kInternal;
+}
+
+}  // namespace
+
+// ── the MetadataStore the real GroupService runs on ─────────────────────────────────
+class SimCoordinator::Store : public MetadataStore {
+ public:
+  explicit Store(SimCoordinator& c) : c_(c) {}
+
+  // What the last decision of the current request was based on (kDecision).
+  struct Basis {
+    bool valid = false;
+    int64_t stored_version = -1;
+    int64_t revision = -1;
+  };
+  void ResetBasis() { basis_ = Basis{}; }
+  const Basis& basis() const { return basis_; }
+  const std::string& holding() const { return holding_; }
+  void ForgetHolding() { holding_.clear(); }
+  // The member an operator fence in progress is about ("" otherwise).
+  void set_fencing(std::string member) { fencing_ = std::move(member); }
+
+  Result<StoredGroup> Load(const GroupKey& key, TimeMs now_ms) override {
+    auto r = Call<StoredGroup>([&] { return redis().Load(key, now_ms); }, true);
+    if (r.ok()) {
+      basis_ = Basis{true, r->meta->version.value(), r->revision.value()};
+    } else {
+      basis_.valid = false;
+    }
+    return r;
+  }
+
+  Result<CasOutcome> CompareAndSet(const GroupKey& key, StoreRevision expected,
+                                   const GroupMetadata* next, const LivenessUpdate& liveness,
+                                   TimeMs now_ms) override {
+    World& w = world();
+    if (!c_.crashed_ && w.buggify().Fire("coord.crash_before_cas", 0.01, w.rng())) {
+      w.probes().Hit("coord_crashed_before_cas");
+      c_.Crash("before its CAS");
+      return Dead();
+    }
+    if (c_.stall_ms_ > 0) {
+      // Paused between its decision and its write (the classic GC pause): the others may
+      // write meanwhile, and this CAS then finds another revision.
+      const TimeMs stall = c_.stall_ms_;
+      c_.stall_ms_ = 0;
+      c_.Sleep(stall);
+    }
+    const bool lose_reply =
+        !c_.crashed_ && w.buggify().Fire("coord.cas_unknown_result", 0.02, w.rng());
+    bool executed = false;
+    auto r = Call<CasOutcome>(
+        [&] {
+          executed = true;
+          auto cas = redis().CompareAndSet(c_.name_, key, expected, next, liveness, now_ms);
+          if (cas.ok() && cas->applied && next != nullptr && !fencing_.empty()) {
+            // The operator's fence is committed now: say so before anyone acts on it (S2).
+            w.Fault("fence", "operator fence committed by " + c_.name_, fencing_);
+          }
+          return cas;
+        },
+        true, lose_reply);
+    if (lose_reply && executed) w.probes().Hit("cas_unknown_result");
+    if (!r.ok() || !r->applied) {
+      basis_.valid = false;
+      return r;
+    }
+    basis_.revision = r->revision.value();
+    if (next != nullptr) basis_.stored_version = next->version.value();  // M10: after the write
+    if (w.buggify().Fire("coord.crash_after_cas", 0.01, w.rng())) {
+      w.probes().Hit("coord_crashed_after_cas");
+      c_.Crash("after its CAS, before answering");
+      return Dead();
+    }
+    return r;
+  }
+
+  Result<StoreRevision> Create(const GroupMetadata& meta, TimeMs now_ms) override {
+    return Call<StoreRevision>([&] { return redis().Create(c_.name_, meta, now_ms); }, true);
+  }
+  Result<StoreRevision> Restore(const GroupMetadata& meta, TimeMs now_ms) override {
+    return Call<StoreRevision>([&] { return redis().Restore(c_.name_, meta, now_ms); }, true);
+  }
+  Status Delete(const GroupKey& key, StoreRevision expected) override {
+    return Call<Unit>([&] { return redis().Delete(key, expected); }, true);
+  }
+  Result<std::vector<GroupKey>> ListGroups() override {
+    return Call<std::vector<GroupKey>>([&] { return redis().ListGroups(); }, false);
+  }
+  Result<Liveness> LoadAllLiveness(const GroupKey& key) override {
+    return Call<Liveness>([&] { return redis().LoadAllLiveness(key); }, false);
+  }
+
+  // SET NX PX, polled with a short jittered backoff until `wait` (like RedisStore::Lock).
+  Result<std::optional<std::string>> Lock(const GroupKey& key, std::chrono::milliseconds ttl,
+                                          std::chrono::milliseconds wait) override {
+    World& w = world();
+    const TimeMs start = w.now();
+    TimeMs backoff = 1;
+    for (;;) {
+      auto r = Call<std::optional<std::string>>([&] { return redis().TryLock(c_.name_, key, ttl); },
+                                                false);
+      if (!r.ok()) return r;
+      if (r->has_value()) {
+        holding_ = **r;
+        HistEvent e;
+        e.kind = HistKind::kMutexEnter;
+        e.proc = c_.name_;
+        c_.Emit(std::move(e));
+        if (w.buggify().Fire("coord.crash_after_lock", 0.005, w.rng())) {
+          c_.Crash("holding the mutex");
+          return Dead();
+        }
+        return r;
+      }
+      const TimeMs waited = w.now() - start;
+      if (wait.count() == 0 || waited >= wait.count()) return r;
+      c_.Sleep(std::min<TimeMs>(backoff + w.rng().Uniform(0, backoff), wait.count() - waited));
+      backoff = std::min<TimeMs>(backoff * 2, 50);
+      if (c_.crashed_) return Dead();
+    }
+  }
+
+  Status Unlock(const GroupKey& key, const std::string& token) override {
+    if (c_.crashed_) return Dead();  // the dead do not unlock: the mutex waits for its TTL
+    if (holding_ == token) {
+      holding_.clear();
+      HistEvent e;
+      e.kind = HistKind::kMutexExit;
+      e.proc = c_.name_;
+      e.detail = "unlock";
+      c_.Emit(std::move(e));
+    }
+    return Call<Unit>([&] { return redis().Unlock(key, token); }, true);
+  }
+
+ private:
+  World& world() { return *c_.ctx_.world; }
+  SimRedis& redis() { return *c_.ctx_.redis; }
+  static Error Dead() { return MakeError(ErrorCode::kRedisUnavailable, "the process is dead"); }
+
+  // One request/reply to Redis. `scripted`: an EVALSHA (NOSCRIPT after a flush costs a
+  // reload round trip). `lose_reply`: the call executes but its reply never comes back.
+  template <class T, class Op>
+  Result<T> Call(Op&& op, bool scripted, bool lose_reply = false) {
+    World& w = world();
+    Network& net = *c_.ctx_.net;
+    auto down = [](const std::string& why) {
+      return Result<T>(MakeError(ErrorCode::kRedisUnavailable, why));
+    };
+    if (c_.crashed_) return Dead();
+    if (net.Cut(c_.node_, "redis") || !redis().up()) {
+      c_.Sleep(w.rng().Uniform(1, 300));  // refused, or a connect timeout
+      return down("cannot connect to redis (simulated partition or restart)");
+    }
+    const uint64_t epoch = redis().epoch();
+    c_.Sleep(net.RedisLatency());
+    if (w.buggify().Fire("coord.redis_slow", 0.01, w.rng())) c_.Sleep(w.rng().Uniform(200, 3000));
+    if (c_.crashed_) return Dead();
+    if (redis().epoch() != epoch || !redis().up()) return down("connection reset by redis");
+    if (scripted && redis().TakeScriptReload()) {
+      w.probes().Hit("noscript_reload");
+      c_.Sleep(net.RedisLatency() + net.RedisLatency());  // NOSCRIPT, SCRIPT LOAD, retry
+      if (c_.crashed_) return Dead();
+      if (w.buggify().Fire("redis.noscript_reload_fails", 0.5, w.rng())) {
+        redis().FlushScripts();  // the SCRIPT LOAD never arrived
+        return down("connection lost while reloading a script after NOSCRIPT");
+      }
+      if (redis().epoch() != epoch || !redis().up()) return down("connection reset by redis");
+    }
+    Result<T> r = op();
+    if (lose_reply) {
+      c_.Sleep(c_.ctx_.redis_timeout_ms);
+      return Result<T>(MakeError(ErrorCode::kUnknownResult, "no reply from redis in time"));
+    }
+    c_.Sleep(net.RedisLatency());
+    if (c_.crashed_) return Dead();
+    return r;
+  }
+
+  SimCoordinator& c_;
+  Basis basis_;
+  std::string holding_;  // the mutex token it believes it holds
+  std::string fencing_;
+};
+
+// ── CoordinatorApi decorator: records the answers the Api is about to send ───────────
+class SimCoordinator::Recorder : public CoordinatorApi {
+ public:
+  Recorder(SimCoordinator& c, GroupService& s) : c_(c), s_(s) {}
+
+  Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) override {
+    c_.store_->ResetBasis();
+    Result<HeartbeatResponse> r = s_.Heartbeat(key, req);
+    if (c_.crashed_ || c_.exited_) return r;
+    HistEvent e;
+    e.kind = HistKind::kDecision;
+    e.proc = c_.name_;
+    e.member = req.member_id.str();
+    e.detail = req.member_epoch == -1 ? "leave" : "heartbeat";
+    e.req_version = req.metadata_version;
+    e.req_lineage = req.lineage;
+    e.req_digest = Digest(SerializeHeartbeatRequest(req));
+    const bool decided = r.ok() || DecidedError(r.error().code);
+    const auto& basis = c_.store_->basis();
+    if (decided && basis.valid) {
+      e.stored_version = basis.stored_version;
+      e.revision = basis.revision;
+    }
+    if (r.ok()) {
+      e.status = std::string(HeartbeatStatusName(r->status));
+      e.version = r->metadata_version;
+      e.lineage = r->lineage;
+      e.epoch = r->member_epoch;
+      e.resp_digest = Digest(SerializeHeartbeatResponse(*r));
+    } else {
+      e.status = std::string(ErrorCodeName(r.error().code));
+      e.resp_digest = "error:" + e.status;
+    }
+    c_.Emit(std::move(e));
+    return r;
+  }
+
+  Result<RoutingResponse> Routing(const GroupKey& key, int64_t observed_version,
+                                  const std::string& lineage) override {
+    c_.store_->ResetBasis();
+    Result<RoutingResponse> r = s_.Routing(key, observed_version, lineage);
+    if (c_.crashed_ || c_.exited_) return r;
+    HistEvent e;
+    e.kind = HistKind::kDecision;
+    e.proc = c_.name_;
+    e.detail = "routing";
+    e.req_version = observed_version;
+    e.req_lineage = lineage;
+    e.req_digest = Digest(fmt::format("{}|{}", observed_version, lineage));
+    const auto& basis = c_.store_->basis();
+    if (r.ok() && basis.valid) {
+      e.stored_version = basis.stored_version;
+      e.revision = basis.revision;
+    }
+    if (r.ok()) {
+      e.status = r->sync ? "SYNC_METADATA" : "OK";
+      e.version = r->metadata_version;
+      e.lineage = r->lineage;
+      e.resp_digest = Digest(SerializeRoutingResponse(*r));
+    } else {
+      e.status = std::string(ErrorCodeName(r.error().code));
+      e.resp_digest = "error:" + e.status;
+    }
+    c_.Emit(std::move(e));
+    return r;
+  }
+
+  Result<GroupView> CreateGroup(const CreateGroupRequest& req) override {
+    return s_.CreateGroup(req);
+  }
+  Result<std::vector<GroupKey>> ListGroups() override { return s_.ListGroups(); }
+  Result<GroupView> DescribeGroup(const GroupKey& key) override { return s_.DescribeGroup(key); }
+  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req) override {
+    return s_.PatchGroup(key, req);
+  }
+  Status DeleteGroup(const GroupKey& key, int64_t expected_revision) override {
+    return s_.DeleteGroup(key, expected_revision);
+  }
+  Result<GroupView> FenceMember(const GroupKey& key, const MemberId& member) override {
+    c_.store_->set_fencing(member.str());
+    Result<GroupView> r = s_.FenceMember(key, member);
+    c_.store_->set_fencing("");
+    return r;
+  }
+  Result<std::string> ExportGroup(const GroupKey& key) override { return s_.ExportGroup(key); }
+  Result<GroupView> RestoreGroup(std::string_view export_json) override {
+    return s_.RestoreGroup(export_json);
+  }
+  Status Ready() override { return s_.Ready(); }
+
+ private:
+  SimCoordinator& c_;
+  GroupService& s_;
+};
+
+// ── service events → probes ───────────────────────────────────────────────────────
+class SimCoordinator::Observer : public ServiceObserver {
+ public:
+  explicit Observer(World& w) : w_(w) {}
+  void OnEvents(const GroupKey&, const std::vector<Event>& events) override {
+    for (const Event& e : events) {
+      switch (e.kind) {
+        case EventKind::kRoundEnded:
+          w_.probes().Hit("round_ended");
+          break;
+        case EventKind::kBlockerRecorded:
+          w_.probes().Hit("blocker_recorded");
+          break;
+        case EventKind::kStaticMemberReplaced:
+          w_.probes().Hit("static_member_replaced");
+          break;
+        case EventKind::kMemberExpired:
+          w_.probes().Hit("member_expired");
+          break;
+        case EventKind::kMemberFenced:
+          w_.probes().Hit("member_fenced");
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  void OnRevisionConflict(const GroupKey&) override { w_.probes().Hit("cas_conflict"); }
+
+ private:
+  World& w_;
+};
+
+// ── the process ────────────────────────────────────────────────────────────────────
+
+SimCoordinator::SimCoordinator(CoordContext& ctx, int slot, int incarnation, TimeMs skew_ms)
+    : ctx_(ctx),
+      slot_(slot),
+      node_(fmt::format("coord-{}", slot)),
+      name_(fmt::format("coord-{}#{}", slot, incarnation)),
+      skew_ms_(skew_ms),
+      clock_(*this),
+      tokens_(*ctx.world) {
+  store_ = std::make_unique<Store>(*this);
+  observer_ = std::make_unique<Observer>(*ctx.world);
+  service_ = std::make_unique<GroupService>(*store_, clock_, tokens_, *observer_, ctx.service,
+                                            [] { return OkStatus(); });
+  recorder_ = std::make_unique<Recorder>(*this, *service_);
+  metrics_ = std::make_unique<Metrics>();
+  api_ = std::make_unique<Api>(*recorder_, gate_, *metrics_);
+  idle_ = true;
+  fiber_ = std::make_unique<Fiber>([this] { WorkerMain(); });
+  HistEvent e;
+  e.kind = HistKind::kStart;
+  e.proc = name_;
+  Emit(std::move(e));
+  ScheduleTick();
+}
+
+SimCoordinator::~SimCoordinator() {
+  if (!fiber_->finished()) Teardown();
+}
+
+void SimCoordinator::Emit(HistEvent e) { ctx_.world->Emit(std::move(e)); }
+
+void SimCoordinator::Sleep(TimeMs ms) { ctx_.world->Sleep(*fiber_, ms); }
+
+void SimCoordinator::WorkerMain() {
+  idle_ = false;  // it was "idle" only until this first Resume
+  for (;;) {
+    if (exit_requested_) return;
+    if (queue_.empty()) {
+      idle_ = true;
+      fiber_->Yield();
+      idle_ = false;
+      continue;
+    }
+    std::function<void()> job = std::move(queue_.front());
+    queue_.pop_front();
+    job();
+    MaybeExit();
+  }
+}
+
+void SimCoordinator::Wake() {
+  if (idle_ && !fiber_->finished()) fiber_->Resume();
+}
+
+void SimCoordinator::Receive(HttpCall call) {
+  if (!alive()) return;
+  queue_.push_back([this, call = std::move(call)] {
+    const HttpResponse resp = api_->Handle(call.request);
+    if (crashed_ || exited_) return;  // died meanwhile: nothing is sent
+    call.reply(resp);
+  });
+  Wake();
+}
+
+void SimCoordinator::ScheduleTick() {
+  ctx_.world->After(ctx_.tick_interval_ms, [this] {
+    if (!alive()) return;
+    if (!terminating_ && !tick_queued_) {
+      tick_queued_ = true;
+      queue_.push_back([this] {
+        tick_queued_ = false;
+        RunTick();
+      });
+      Wake();
+    }
+    ScheduleTick();
+  });
+}
+
+void SimCoordinator::RunTick() {
+  // TickLoop::RunOnce: every indexed group, one mutex + CAS cycle each (no waiting).
+  auto groups = service_->ListGroups();
+  if (!groups.ok()) return;
+  for (const GroupKey& key : *groups) {
+    if (crashed_ || terminating_) return;
+    (void)service_->Tick(key);
+  }
+}
+
+void SimCoordinator::Terminate() {
+  if (!alive() || terminating_) return;
+  terminating_ = true;
+  gate_.BeginTerminate();
+  ctx_.world->After(ctx_.grace_ms, [this] {
+    if (alive()) Exit();  // the grace period is over: the process exits regardless
+  });
+  if (idle_ && queue_.empty()) Exit();
+}
+
+void SimCoordinator::MaybeExit() {
+  if (terminating_ && queue_.empty() && alive()) Exit();
+}
+
+void SimCoordinator::Exit() {
+  exited_ = true;
+  exit_requested_ = true;
+  if (!store_->holding().empty()) {
+    // Only a forced exit can leave with the mutex held; it expires by TTL.
+    ctx_.redis->EndSection(store_->holding());
+    store_->ForgetHolding();
+    HistEvent m;
+    m.kind = HistKind::kMutexExit;
+    m.proc = name_;
+    m.detail = "exit";
+    Emit(std::move(m));
+  }
+  HistEvent e;
+  e.kind = HistKind::kStop;
+  e.proc = name_;
+  Emit(std::move(e));
+  ctx_.on_exit(slot_);
+  ctx_.world->After(0, [this] { Wake(); });  // lets an idle worker return
+}
+
+void SimCoordinator::Crash(const std::string& why) {
+  if (crashed_ || exited_) return;
+  crashed_ = true;
+  exit_requested_ = true;
+  queue_.clear();
+  if (!store_->holding().empty()) {
+    ctx_.world->probes().Hit("coord_crashed_holding_mutex");
+    ctx_.redis->EndSection(store_->holding());
+    store_->ForgetHolding();
+    HistEvent m;
+    m.kind = HistKind::kMutexExit;
+    m.proc = name_;
+    m.detail = "crash";
+    Emit(std::move(m));
+  }
+  HistEvent e;
+  e.kind = HistKind::kCrash;
+  e.proc = name_;
+  e.detail = why;
+  Emit(std::move(e));
+  ctx_.on_exit(slot_);
+  ctx_.world->After(0, [this] { Wake(); });
+}
+
+void SimCoordinator::Teardown() {
+  // No events from here on: the run is over.
+  crashed_ = true;
+  exit_requested_ = true;
+  queue_.clear();
+  while (!fiber_->finished()) fiber_->Resume();
+}
+
+}  // namespace rsc::sim

@@ -1,0 +1,345 @@
+#include "sim/sim_redis.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace rsc::sim {
+
+int32_t ShardOfStream(const std::string& stream) {
+  const auto colon = stream.rfind(':');
+  const auto close = stream.rfind('}');
+  if (colon == std::string::npos || close == std::string::npos || close < colon) return -1;
+  int32_t shard = -1;
+  auto r = std::from_chars(stream.data() + colon + 1, stream.data() + close, shard);
+  return r.ec == std::errc() ? shard : -1;
+}
+
+SimRedis::SimRedis(World& world)
+    : world_(world), clock_(world), tokens_(world), primary_(clock_, tokens_) {}
+
+Status SimRedis::Up() const {
+  if (!up()) return MakeError(ErrorCode::kRedisUnavailable, "redis is restarting (simulated)");
+  return OkStatus();
+}
+
+Dataset SimRedis::Current() const {
+  return Dataset{primary_.data(), primary_.locks(), primary_streams_};
+}
+
+void SimRedis::Install(const Dataset& d) {
+  primary_.ReplaceData(d.meta);
+  primary_.ReplaceLocks(d.locks);
+  primary_streams_ = d.streams;
+}
+
+void SimRedis::Replicate(std::function<void(Dataset&)> fn) {
+  const TimeMs now = world_.now();
+  const TimeMs lag = now < stall_until_ ? world_.rng().Uniform(stall_lag_ / 2, stall_lag_)
+                                        : world_.rng().Uniform(0, max_lag_ms_);
+  last_ready_ = std::max(last_ready_, now + lag);
+  log_.push_back(LogEntry{last_ready_, std::move(fn)});
+  CatchUp();
+}
+
+void SimRedis::ReplicateMeta() {
+  Replicate([meta = primary_.data(), locks = primary_.locks()](Dataset& r) {
+    r.meta = meta;
+    r.locks = locks;
+  });
+}
+
+void SimRedis::CatchUp() {
+  const TimeMs now = world_.now();
+  while (!log_.empty() && log_.front().ready <= now) {
+    log_.front().apply(replica_);
+    log_.pop_front();
+  }
+}
+
+void SimRedis::Stall(TimeMs until, TimeMs lag) {
+  stall_until_ = until;
+  stall_lag_ = lag;
+}
+
+bool SimRedis::TakeScriptReload() {
+  if (scripts_loaded_) return false;
+  scripts_loaded_ = true;
+  return true;
+}
+
+int64_t SimRedis::RevisionOf(const GroupKey& key) const {
+  auto it = primary_.data().hashes.find(key.Tag());
+  if (it == primary_.data().hashes.end()) return -1;
+  auto f = it->second.fields.find("revision");
+  if (f == it->second.fields.end()) return -1;
+  int64_t v = -1;
+  std::from_chars(f->second.data(), f->second.data() + f->second.size(), v);
+  return v;
+}
+
+bool SimRedis::HasMetadata(const GroupKey& key) const {
+  return primary_.data().hashes.count(key.Tag()) > 0;
+}
+
+// ── metadata ──────────────────────────────────────────────────────────────────────
+
+Result<StoredGroup> SimRedis::Load(const GroupKey& key, TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(Up());
+  return primary_.Load(key, now_ms);
+}
+
+Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupKey& key,
+                                           StoreRevision expected, const GroupMetadata* next,
+                                           const LivenessUpdate& liveness, TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(Up());
+  auto r = primary_.CompareAndSet(key, expected, next, liveness, now_ms);
+  if (r.ok() && r->applied) {
+    ReplicateMeta();
+    if (next != nullptr) {
+      HistEvent e;
+      e.kind = HistKind::kCommit;
+      e.proc = proc;
+      e.revision = r->revision.value();
+      e.version = next->version.value();
+      e.lineage = next->lineage;
+      e.detail = "cas";
+      world_.Emit(std::move(e));
+    }
+  }
+  return r;
+}
+
+Result<StoreRevision> SimRedis::Create(const std::string& proc, const GroupMetadata& meta,
+                                       TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(Up());
+  auto r = primary_.Create(meta, now_ms);
+  ReplicateMeta();  // the index entry is written even when the group exists
+  if (r.ok()) {
+    world_.Fault("create", "group created by " + proc);
+    HistEvent e;
+    e.kind = HistKind::kCommit;
+    e.proc = proc;
+    e.revision = r->value();
+    e.version = meta.version.value();
+    e.lineage = meta.lineage;
+    e.detail = "create";
+    world_.Emit(std::move(e));
+  }
+  return r;
+}
+
+Result<StoreRevision> SimRedis::Restore(const std::string& proc, const GroupMetadata& meta,
+                                        TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(Up());
+  auto r = primary_.Restore(meta, now_ms);
+  if (r.ok()) {
+    ReplicateMeta();
+    world_.Fault("restore", fmt::format("operator restore by {}: version {} revision {}", proc,
+                                        meta.version.value(), r->value()));
+    world_.probes().Hit("restore_applied");
+    HistEvent e;
+    e.kind = HistKind::kCommit;
+    e.proc = proc;
+    e.revision = r->value();
+    e.version = meta.version.value();
+    e.lineage = meta.lineage;
+    e.detail = "restore";
+    world_.Emit(std::move(e));
+  }
+  return r;
+}
+
+Status SimRedis::Delete(const GroupKey& key, StoreRevision expected) {
+  RSC_RETURN_IF_ERROR(Up());
+  auto r = primary_.Delete(key, expected);
+  if (r.ok()) ReplicateMeta();
+  return r;
+}
+
+Result<std::vector<GroupKey>> SimRedis::ListGroups() {
+  RSC_RETURN_IF_ERROR(Up());
+  return primary_.ListGroups();
+}
+
+Result<Liveness> SimRedis::LoadAllLiveness(const GroupKey& key) {
+  RSC_RETURN_IF_ERROR(Up());
+  return primary_.LoadAllLiveness(key);
+}
+
+void SimRedis::CheckExpiredSection(const GroupKey& key) {
+  auto it = primary_.locks().find(key.Tag());
+  if (it == primary_.locks().end() || it->second.expires_ms > world_.now()) return;
+  auto s = sections_.find(it->second.token);
+  if (s == sections_.end()) return;
+  // The holder is still inside its critical section, but its mutex expired: a real
+  // expiry under a slow holder (the CAS, not the mutex, must keep the metadata safe).
+  world_.Fault("mutex_expire", "the mutex of " + s->second + " expired while it was inside");
+  world_.probes().Hit("mutex_expired_in_section");
+  sections_.erase(s);
+}
+
+Result<std::optional<std::string>> SimRedis::TryLock(const std::string& proc, const GroupKey& key,
+                                                     std::chrono::milliseconds ttl) {
+  RSC_RETURN_IF_ERROR(Up());
+  CheckExpiredSection(key);
+  auto r = primary_.Lock(key, ttl, std::chrono::milliseconds(0));
+  if (r.ok() && r->has_value()) {
+    sections_[**r] = proc;
+    ReplicateMeta();
+    if (drop_next_lock_) {
+      drop_next_lock_ = false;
+      world_.After(world_.rng().Uniform(0, 2), [this, key, proc] {
+        if (DropLock(key)) world_.Fault("mutex_expire", "the mutex vanished under " + proc);
+      });
+    }
+  }
+  return r;
+}
+
+Status SimRedis::Unlock(const GroupKey& key, const std::string& token) {
+  RSC_RETURN_IF_ERROR(Up());
+  sections_.erase(token);
+  const bool held = lock_held(key);
+  auto r = primary_.Unlock(key, token);
+  if (held && !lock_held(key)) ReplicateMeta();
+  return r;
+}
+
+bool SimRedis::lock_held(const GroupKey& key) const {
+  auto it = primary_.locks().find(key.Tag());
+  return it != primary_.locks().end() && it->second.expires_ms > world_.now();
+}
+
+bool SimRedis::DropLock(const GroupKey& key) {
+  auto it = primary_.locks().find(key.Tag());
+  if (it == primary_.locks().end()) return false;
+  bool inside = false;
+  if (it->second.expires_ms > world_.now()) {
+    auto s = sections_.find(it->second.token);
+    if (s != sections_.end()) {
+      inside = true;
+      const std::string holder = s->second;
+      sections_.erase(s);
+      world_.probes().Hit("mutex_expired_in_section");
+      if (on_lock_lost_) on_lock_lost_(holder);
+    }
+  }
+  primary_.DropLock(key);
+  ReplicateMeta();
+  return inside;
+}
+
+void SimRedis::DeleteMetadata(const GroupKey& key) {
+  primary_.DeleteHash(key);
+  ReplicateMeta();
+}
+
+// ── streams ───────────────────────────────────────────────────────────────────────
+
+StreamReply SimRedis::Stream(const std::function<StreamOp(Streams&)>& op) {
+  StreamOp r = op(primary_streams_);
+  if (r.effect) Replicate([effect = std::move(r.effect)](Dataset& d) { effect(d.streams); });
+  return std::move(r.reply);
+}
+
+StreamReply SimRedis::XAdd(const std::string& stream, const StreamEntry& fields) {
+  StreamReply r = Stream([&](Streams& s) { return sim::XAdd(s, stream, world_.now(), fields); });
+  ServeWaiters(stream);
+  return r;
+}
+
+void SimRedis::XReadGroupBlock(const std::string& stream, const std::string& group,
+                               const std::string& consumer, int count, TimeMs block_ms,
+                               std::function<void(StreamReply)> done) {
+  StreamReply r =
+      Stream([&](Streams& s) { return XReadGroupNew(s, stream, group, consumer, count); });
+  if (!r.ok() || !r.entries.empty() || block_ms <= 0) {
+    done(std::move(r));
+    return;
+  }
+  const uint64_t id = next_waiter_++;
+  waiters_.push_back(Waiter{id, stream, group, consumer, count, std::move(done)});
+  const uint64_t epoch = epoch_;
+  world_.After(block_ms, [this, id, epoch] {
+    if (epoch != epoch_) return;  // already failed by the rollback
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+      if (it->id != id) continue;
+      auto done = std::move(it->done);
+      waiters_.erase(it);
+      done(StreamReply{});  // BLOCK timed out: nil
+      return;
+    }
+  });
+}
+
+void SimRedis::ServeWaiters(const std::string& stream) {
+  for (size_t i = 0; i < waiters_.size();) {
+    Waiter& w = waiters_[i];
+    if (w.stream != stream) {
+      ++i;
+      continue;
+    }
+    StreamReply r = Stream(
+        [&](Streams& s) { return XReadGroupNew(s, w.stream, w.group, w.consumer, w.count); });
+    if (r.ok() && r.entries.empty()) {
+      ++i;
+      continue;
+    }
+    auto done = std::move(w.done);
+    waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(i));
+    done(std::move(r));
+  }
+}
+
+// ── rollbacks ─────────────────────────────────────────────────────────────────────
+
+std::vector<LostEntry> SimRedis::Rollback(const Dataset& to, TimeMs down_ms) {
+  std::vector<LostEntry> lost;
+  for (const auto& [name, st] : primary_streams_) {
+    auto kept = to.streams.find(name);
+    for (const auto& [id, entry] : st.entries) {
+      if (kept == to.streams.end() || !kept->second.entries.count(id)) {
+        lost.push_back(LostEntry{name, entry});
+      }
+    }
+  }
+  Install(to);
+  replica_ = to;
+  log_.clear();
+  last_ready_ = world_.now();
+  ++epoch_;
+  up_at_ = world_.now() + down_ms;
+  scripts_loaded_ = false;  // a new process: empty script cache (SPEC L5)
+  std::vector<Waiter> waiters;
+  waiters.swap(waiters_);
+  for (Waiter& w : waiters) {
+    StreamReply r;
+    r.error = "connection reset (failover)";
+    w.done(std::move(r));
+  }
+  return lost;
+}
+
+std::vector<LostEntry> SimRedis::Failover(TimeMs down_ms) {
+  CatchUp();
+  Dataset promoted = replica_;
+  return Rollback(promoted, down_ms);
+}
+
+void SimRedis::TakeSnapshot() {
+  snapshots_.emplace_back(world_.now(), Current());
+  while (snapshots_.size() > 3) snapshots_.pop_front();
+}
+
+std::vector<LostEntry> SimRedis::RestoreSnapshot(TimeMs down_ms) {
+  if (snapshots_.empty()) return {};
+  const size_t pick =
+      static_cast<size_t>(world_.rng().Uniform(0, static_cast<int64_t>(snapshots_.size()) - 1));
+  Dataset d = snapshots_[pick].second;
+  // Later snapshots describe a future this Redis never had.
+  snapshots_.erase(snapshots_.begin() + static_cast<std::ptrdiff_t>(pick) + 1, snapshots_.end());
+  return Rollback(d, down_ms);
+}
+
+}  // namespace rsc::sim

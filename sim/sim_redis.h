@@ -1,0 +1,180 @@
+#pragma once
+// SimRedis: the simulated Redis deployment — a primary and one asynchronously replicated
+// replica — holding both the coordinator's metadata (a MemoryStore, contract-tested against
+// real Redis) and the shard streams (sim/streams.h).
+//
+// Replication: every write to the primary appends its effect to one replication log, in
+// order; the replica applies an entry once its (random, per-entry) lag has passed, never
+// out of order. Metadata writes replicate as the resulting keys (state transfer), stream
+// writes as their effects. Because metadata, mutex keys and streams share the one log, a
+// failover loses them together, exactly like promoting a lagging Redis replica.
+//
+// Faults (each called by the simulation's chaos driver):
+//   Failover()        promote the replica: unreplicated writes are lost, every client
+//                     connection is reset, the script cache is empty, and Redis refuses
+//                     connections for the promotion time
+//   RestoreSnapshot() restart from an older snapshot (an RDB file): same consequences
+//   DeleteMetadata()  an operator's DEL of the metadata hash (the index keeps the group)
+//   FlushScripts()    SCRIPT FLUSH: the next scripted call pays a NOSCRIPT round trip
+//   DropLock()        the mutex key vanishes under its holder
+//   Stall()           replication falls behind for a while
+// The lost stream entries of a rollback are returned so the simulation can record them.
+//
+// All methods run on the scheduler (or a running fiber): single-threaded in effect.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/store.h"
+#include "sim/memory_store.h"
+#include "sim/streams.h"
+#include "sim/world.h"
+
+namespace rsc::sim {
+
+struct Dataset {
+  MemoryStore::Data meta;
+  std::map<std::string, MemoryStore::LockState> locks;
+  Streams streams;
+};
+
+struct LostEntry {
+  std::string stream;
+  StreamEntry entry;
+};
+
+class SimRedis {
+ public:
+  explicit SimRedis(World& world);
+
+  // Accepting connections (false while a failover or restart is in progress).
+  bool up() const { return world_.now() >= up_at_; }
+  // Bumped by every failover and restart: a connection made before it is reset.
+  uint64_t epoch() const { return epoch_; }
+  void set_max_lag_ms(TimeMs lag) { max_lag_ms_ = lag; }
+
+  // ── metadata (MetadataStore semantics; `proc` names the calling coordinator) ──
+  Result<StoredGroup> Load(const GroupKey& key, TimeMs now_ms);
+  Result<CasOutcome> CompareAndSet(const std::string& proc, const GroupKey& key,
+                                   StoreRevision expected, const GroupMetadata* next,
+                                   const LivenessUpdate& liveness, TimeMs now_ms);
+  Result<StoreRevision> Create(const std::string& proc, const GroupMetadata& meta, TimeMs now_ms);
+  Result<StoreRevision> Restore(const std::string& proc, const GroupMetadata& meta, TimeMs now_ms);
+  Status Delete(const GroupKey& key, StoreRevision expected);
+  Result<std::vector<GroupKey>> ListGroups();
+  Result<Liveness> LoadAllLiveness(const GroupKey& key);
+  // SET NX PX: the token, or nullopt when held. `proc` is remembered until Unlock (or
+  // EndSection) so an expiry under a holder that is still inside can be reported.
+  Result<std::optional<std::string>> TryLock(const std::string& proc, const GroupKey& key,
+                                             std::chrono::milliseconds ttl);
+  Status Unlock(const GroupKey& key, const std::string& token);
+  // The holder of `token` left its section without unlocking (it died).
+  void EndSection(const std::string& token) { sections_.erase(token); }
+  // Scripted calls (EVALSHA) after a flush: true once, for the call that reloads.
+  bool TakeScriptReload();
+  // The current revision of `key`'s hash (-1 without one), for reports.
+  int64_t RevisionOf(const GroupKey& key) const;
+  bool HasMetadata(const GroupKey& key) const;
+
+  // ── streams ──
+  StreamReply Stream(const std::function<StreamOp(Streams&)>& op);
+  StreamReply XAdd(const std::string& stream, const StreamEntry& fields);
+  // XREADGROUP … BLOCK: answers at once when entries (or an error) are there, else when an
+  // entry is added or `block_ms` passes (an empty reply), or with an error on failover.
+  void XReadGroupBlock(const std::string& stream, const std::string& group,
+                       const std::string& consumer, int count, TimeMs block_ms,
+                       std::function<void(StreamReply)> done);
+  const Streams& streams() const { return primary_streams_; }
+
+  // ── faults ──
+  std::vector<LostEntry> Failover(TimeMs down_ms);
+  void TakeSnapshot();
+  bool has_snapshot() const { return !snapshots_.empty(); }
+  std::vector<LostEntry> RestoreSnapshot(TimeMs down_ms);
+  void DeleteMetadata(const GroupKey& key);
+  void FlushScripts() { scripts_loaded_ = false; }
+  // Drops the mutex key if held; true when a holder was inside (a real expiry under it).
+  // The holder is then told through `on_lock_lost` (the simulation pauses it: a mutex
+  // expires because its holder stalled).
+  bool DropLock(const GroupKey& key);
+  void set_on_lock_lost(std::function<void(const std::string& proc)> f) {
+    on_lock_lost_ = std::move(f);
+  }
+  bool lock_held(const GroupKey& key) const;
+  // The next mutex granted vanishes right after (a deterministic way to hit a section).
+  void ArmLockDrop() { drop_next_lock_ = true; }
+  void Stall(TimeMs until, TimeMs lag);
+  // Applies every replication entry that is due (also called by the write path).
+  void CatchUp();
+  // How far the replica is behind, in log entries (for reports).
+  size_t replication_backlog() const { return log_.size(); }
+
+ private:
+  class RedisClock : public Clock {
+   public:
+    explicit RedisClock(World& w) : w_(w) {}
+    TimeMs NowMs() override { return w_.now(); }
+
+   private:
+    World& w_;
+  };
+  class RedisTokens : public TokenSource {
+   public:
+    explicit RedisTokens(World& w) : w_(w) {}
+    std::string NewToken() override { return w_.rng().Hex(16); }
+
+   private:
+    World& w_;
+  };
+  struct Waiter {
+    uint64_t id;
+    std::string stream, group, consumer;
+    int count;
+    std::function<void(StreamReply)> done;
+  };
+
+  Status Up() const;
+  Dataset Current() const;
+  void Install(const Dataset& d);
+  void ReplicateMeta();
+  void Replicate(std::function<void(Dataset&)> fn);
+  std::vector<LostEntry> Rollback(const Dataset& to, TimeMs down_ms);
+  void ServeWaiters(const std::string& stream);
+  void CheckExpiredSection(const GroupKey& key);
+
+  World& world_;
+  RedisClock clock_;
+  RedisTokens tokens_;
+  MemoryStore primary_;
+  Streams primary_streams_;
+  Dataset replica_;
+  struct LogEntry {
+    TimeMs ready;
+    std::function<void(Dataset&)> apply;
+  };
+  std::deque<LogEntry> log_;
+  TimeMs last_ready_ = 0;
+  TimeMs max_lag_ms_ = 0;
+  TimeMs stall_until_ = 0;
+  TimeMs stall_lag_ = 0;
+  std::deque<std::pair<TimeMs, Dataset>> snapshots_;
+  TimeMs up_at_ = 0;
+  uint64_t epoch_ = 1;
+  bool scripts_loaded_ = true;
+  std::map<std::string, std::string> sections_;  // mutex token -> holder process
+  std::vector<Waiter> waiters_;
+  bool drop_next_lock_ = false;
+  std::function<void(const std::string&)> on_lock_lost_;
+  uint64_t next_waiter_ = 1;
+};
+
+// The shard of a stream key "{P:s}" (-1 if it is not one).
+int32_t ShardOfStream(const std::string& stream);
+
+}  // namespace rsc::sim

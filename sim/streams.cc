@@ -1,0 +1,183 @@
+#include "sim/streams.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace rsc::sim {
+
+std::string StreamId::str() const { return fmt::format("{}-{}", ms, seq); }
+
+std::optional<StreamId> StreamId::Parse(const std::string& s) {
+  const auto dash = s.find('-');
+  if (dash == std::string::npos) return std::nullopt;
+  StreamId id;
+  auto r1 = std::from_chars(s.data(), s.data() + dash, id.ms);
+  auto r2 = std::from_chars(s.data() + dash + 1, s.data() + s.size(), id.seq);
+  if (r1.ec != std::errc() || r2.ec != std::errc()) return std::nullopt;
+  return id;
+}
+
+namespace {
+
+StreamReply NoGroup(const std::string& stream, const std::string& group) {
+  StreamReply r;
+  r.error = fmt::format("NOGROUP No such key '{}' or consumer group '{}'", stream, group);
+  return r;
+}
+
+GroupState* FindGroup(Streams& s, const std::string& stream, const std::string& group) {
+  auto it = s.find(stream);
+  if (it == s.end()) return nullptr;
+  auto g = it->second.groups.find(group);
+  return g == it->second.groups.end() ? nullptr : &g->second;
+}
+
+}  // namespace
+
+StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEntry& fields) {
+  StreamState& st = s[stream];
+  StreamId id{now, 0};
+  if (!(st.last_id < id)) id = StreamId{st.last_id.ms, st.last_id.seq + 1};
+  StreamEntry e = fields;
+  e.id = id;
+  st.entries[id] = e;
+  st.last_id = id;
+  StreamOp op;
+  op.reply.added = id;
+  op.effect = [stream, e](Streams& r) {
+    StreamState& rs = r[stream];
+    rs.entries[e.id] = e;
+    rs.last_id = std::max(rs.last_id, e.id);
+  };
+  return op;
+}
+
+StreamOp XGroupCreate(Streams& s, const std::string& stream, const std::string& group) {
+  StreamState& st = s[stream];  // MKSTREAM
+  StreamOp op;
+  if (st.groups.count(group)) {
+    op.reply.error = "BUSYGROUP Consumer Group name already exists";
+    // MKSTREAM may still have created the (empty) stream: replicate that.
+    op.effect = [stream](Streams& r) { (void)r[stream]; };
+    return op;
+  }
+  st.groups[group] = GroupState{};
+  op.effect = [stream, group](Streams& r) {
+    StreamState& rs = r[stream];
+    if (!rs.groups.count(group)) rs.groups[group] = GroupState{};
+  };
+  return op;
+}
+
+StreamOp XAutoClaim(Streams& s, const std::string& stream, const std::string& group,
+                    const std::string& consumer, StreamId cursor, int count) {
+  StreamOp op;
+  GroupState* g = FindGroup(s, stream, group);
+  if (!g) {
+    op.reply = NoGroup(stream, group);
+    return op;
+  }
+  auto it = g->pel.lower_bound(cursor);
+  std::vector<StreamId> claimed;
+  for (; it != g->pel.end() && static_cast<int>(claimed.size()) < count; ++it) {
+    it->second.consumer = consumer;
+    claimed.push_back(it->first);
+  }
+  op.reply.cursor = it == g->pel.end() ? StreamId{} : it->first;
+  op.reply.ids = claimed;
+  if (!claimed.empty()) {
+    op.effect = [stream, group, consumer, claimed](Streams& r) {
+      GroupState* rg = FindGroup(r, stream, group);
+      if (!rg) return;
+      for (const StreamId& id : claimed) {
+        auto p = rg->pel.find(id);
+        if (p != rg->pel.end()) p->second.consumer = consumer;
+      }
+    };
+  }
+  return op;
+}
+
+StreamOp XReadGroupPending(Streams& s, const std::string& stream, const std::string& group,
+                           const std::string& consumer, StreamId after, int count) {
+  StreamOp op;
+  GroupState* g = FindGroup(s, stream, group);
+  if (!g) {
+    op.reply = NoGroup(stream, group);
+    return op;
+  }
+  const StreamState& st = s[stream];
+  std::vector<StreamId> read;
+  for (auto it = g->pel.upper_bound(after);
+       it != g->pel.end() && static_cast<int>(read.size()) < count; ++it) {
+    if (it->second.consumer != consumer) continue;
+    ++it->second.deliveries;
+    read.push_back(it->first);
+    auto e = st.entries.find(it->first);
+    StreamEntry entry;
+    entry.id = it->first;
+    if (e != st.entries.end()) entry = e->second;  // else: deleted while pending
+    op.reply.entries.push_back(entry);
+  }
+  if (!read.empty()) {
+    op.effect = [stream, group, read](Streams& r) {
+      GroupState* rg = FindGroup(r, stream, group);
+      if (!rg) return;
+      for (const StreamId& id : read) {
+        auto p = rg->pel.find(id);
+        if (p != rg->pel.end()) ++p->second.deliveries;
+      }
+    };
+  }
+  return op;
+}
+
+StreamOp XReadGroupNew(Streams& s, const std::string& stream, const std::string& group,
+                       const std::string& consumer, int count) {
+  StreamOp op;
+  GroupState* g = FindGroup(s, stream, group);
+  if (!g) {
+    op.reply = NoGroup(stream, group);
+    return op;
+  }
+  const StreamState& st = s[stream];
+  std::vector<StreamId> read;
+  for (auto it = st.entries.upper_bound(g->last_delivered);
+       it != st.entries.end() && static_cast<int>(read.size()) < count; ++it) {
+    g->pel[it->first] = PendingInfo{consumer, 1};
+    g->last_delivered = it->first;
+    read.push_back(it->first);
+    op.reply.entries.push_back(it->second);
+  }
+  if (!read.empty()) {
+    op.effect = [stream, group, consumer, read](Streams& r) {
+      GroupState* rg = FindGroup(r, stream, group);
+      if (!rg) return;
+      for (const StreamId& id : read) rg->pel[id] = PendingInfo{consumer, 1};
+      rg->last_delivered = std::max(rg->last_delivered, read.back());
+    };
+  }
+  return op;
+}
+
+StreamOp XAck(Streams& s, const std::string& stream, const std::string& group,
+              const std::vector<StreamId>& ids) {
+  StreamOp op;
+  GroupState* g = FindGroup(s, stream, group);
+  if (!g) {
+    op.reply = NoGroup(stream, group);
+    return op;
+  }
+  for (const StreamId& id : ids) op.reply.count += static_cast<int64_t>(g->pel.erase(id));
+  if (op.reply.count > 0) {
+    op.effect = [stream, group, ids](Streams& r) {
+      GroupState* rg = FindGroup(r, stream, group);
+      if (!rg) return;
+      for (const StreamId& id : ids) rg->pel.erase(id);
+    };
+  }
+  return op;
+}
+
+}  // namespace rsc::sim

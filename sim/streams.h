@@ -1,0 +1,92 @@
+#pragma once
+// A small model of Redis Streams with one consumer group per stream: what the simulated
+// consumers and producers read and write (the coordinator never touches streams, C7).
+//
+// Semantics follow Redis 7 for the commands the client library uses:
+//   XADD key * f v …            id = max(now-0, last id + 1): strictly increasing
+//   XGROUP CREATE key g 0 MKSTREAM   BUSYGROUP if it exists
+//   XAUTOCLAIM key g me 0 cursor COUNT n JUSTID   moves pending entries (any owner, min-idle
+//                               0) to `me`, returns the next cursor (0-0 when done); JUSTID
+//                               does not count a delivery
+//   XREADGROUP … STREAMS key <id>  our pending entries with id > <id>, delivery count + 1
+//   XREADGROUP … STREAMS key >     new entries after last-delivered: into our pending list
+//   XACK key g id …             removes from the pending list, returns how many were there
+// NOGROUP when the stream or the group does not exist (e.g. after a rollback).
+//
+// Every mutating operation also returns its *effect*, a closure that applies exactly the
+// same change to another copy (the replica): that is how Redis replicates streams
+// (XREADGROUP is propagated as XCLAIM + XGROUP SETID), and it keeps the replica exact even
+// though its clock and ids would differ.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+
+namespace rsc::sim {
+
+struct StreamId {
+  int64_t ms = 0;
+  int64_t seq = 0;
+  auto operator<=>(const StreamId&) const = default;
+  std::string str() const;
+  static std::optional<StreamId> Parse(const std::string& s);
+};
+
+struct StreamEntry {
+  StreamId id;
+  std::string key;
+  int64_t seq = -1;
+  std::string producer;
+};
+
+struct PendingInfo {
+  std::string consumer;
+  int64_t deliveries = 0;
+};
+
+struct GroupState {
+  StreamId last_delivered;
+  std::map<StreamId, PendingInfo> pel;
+};
+
+struct StreamState {
+  std::map<StreamId, StreamEntry> entries;
+  StreamId last_id;
+  std::map<std::string, GroupState> groups;
+};
+
+using Streams = std::map<std::string, StreamState>;
+using StreamEffect = std::function<void(Streams&)>;
+
+struct StreamReply {
+  std::string error;  // "" = ok; "NOGROUP …", "BUSYGROUP …"
+  std::vector<StreamEntry> entries;
+  std::vector<StreamId> ids;
+  StreamId cursor;    // XAUTOCLAIM: next cursor (0-0 = done)
+  StreamId added;     // XADD
+  int64_t count = 0;  // XACK
+  bool ok() const { return error.empty(); }
+};
+
+struct StreamOp {
+  StreamReply reply;
+  StreamEffect effect;  // null when nothing changed
+};
+
+StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEntry& fields);
+StreamOp XGroupCreate(Streams& s, const std::string& stream, const std::string& group);
+StreamOp XAutoClaim(Streams& s, const std::string& stream, const std::string& group,
+                    const std::string& consumer, StreamId cursor, int count);
+StreamOp XReadGroupPending(Streams& s, const std::string& stream, const std::string& group,
+                           const std::string& consumer, StreamId after, int count);
+StreamOp XReadGroupNew(Streams& s, const std::string& stream, const std::string& group,
+                       const std::string& consumer, int count);
+StreamOp XAck(Streams& s, const std::string& stream, const std::string& group,
+              const std::vector<StreamId>& ids);
+
+}  // namespace rsc::sim
