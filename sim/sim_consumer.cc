@@ -77,6 +77,7 @@ void SimConsumer::Start() {
 void SimConsumer::Crash(const std::string& why) {
   if (dead_) return;
   dead_ = true;
+  env_.redis().DropBlockedReadsOf(member_);  // its connections close with it
   HistEvent e = Event(HistKind::kCrash);
   e.detail = why;
   env_.world().Emit(std::move(e));

@@ -273,6 +273,10 @@ void SimRedis::XReadGroupBlock(const std::string& stream, const std::string& gro
   });
 }
 
+void SimRedis::DropBlockedReadsOf(const std::string& consumer) {
+  std::erase_if(waiters_, [&](const Waiter& w) { return w.consumer == consumer; });
+}
+
 void SimRedis::ServeWaiters(const std::string& stream) {
   for (size_t i = 0; i < waiters_.size();) {
     Waiter& w = waiters_[i];

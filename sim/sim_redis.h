@@ -91,6 +91,10 @@ class SimRedis {
                        const std::string& consumer, int count, TimeMs block_ms,
                        std::function<void(StreamReply)> done);
   const Streams& streams() const { return primary_streams_; }
+  // A client process died: its connections closed, so Redis frees its blocked reads
+  // (unserved, no reply: nobody is there to get one). Without this a dead consumer's
+  // XREADGROUP … BLOCK would go on taking new entries into its pending list.
+  void DropBlockedReadsOf(const std::string& consumer);
 
   // ── faults ──
   std::vector<LostEntry> Failover(TimeMs down_ms);

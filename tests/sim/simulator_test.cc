@@ -127,6 +127,13 @@ TEST(SimulatorRegression, Seed13779019578390884105_EndWaitsForTheBacklog) {
 // The simulator itself: a coordinator's worker fiber counted as idle during its first
 // request, so a second request resumed it while it was parked in a Redis call.
 TEST(SimulatorRegression, Seed13_CoordinatorFiberIsResumedOnlyByItsOwnWakeup) { ExpectPasses(13); }
+// Found by the 2-minute ctest sweep: a consumer crashed while its XREADGROUP … BLOCK waited
+// at the simulated Redis, which later served it a new entry into the dead consumer's
+// pending list (S4 for that key). Real Redis frees a client's blocked reads when its
+// connection closes; the simulator now does the same on a crash.
+TEST(SimulatorRegression, Seed9237849144637424534_DeadConsumersBlockedReadIsFreed) {
+  ExpectPasses(9237849144637424534ULL);
+}
 
 // ── Mutants: build-time protocol bugs the checkers must catch (sim/CMakeLists.txt). ──
 
