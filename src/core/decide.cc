@@ -588,9 +588,10 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
       mem->fenced = false;
       mem->leaving = false;
       mem->epoch = MemberEpoch(mem->epoch.value() + 1);
-      // The new incarnation holds nothing (it dropped every shard on FENCED) and reports
-      // the shards it still owns REVOKED at once: give it a fresh drain window, or the
-      // overdue drain that fenced the old incarnation would fence this one at once.
+      // The new incarnation reads nothing (it abandoned every shard on FENCED) and reports
+      // the shards it still owns REVOKED as soon as their abandoned work has stopped: give
+      // it a fresh drain window, or the overdue drain that fenced the old incarnation would
+      // fence this one at once.
       for (ShardState& sh : m.shards) {
         if (sh.owner == mem->id.str() && sh.revoke_since_ms != 0) {
           sh.revoke_since_ms = std::max<TimeMs>(env.now_ms, 1);
