@@ -362,7 +362,13 @@ struct HeartbeatPlan {
   std::vector<int32_t> conflicts;
   bool sync = false;
   bool left = false;
+  // The client's reported pair: a "left" answer is judged against the state it is derived
+  // from (after this decision's write), so a retry decided on that state answers the same.
+  int64_t client_version = 0;
+  std::string client_lineage;
 };
+
+bool IsRegression(VersionCheck vc);
 
 Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& w, const Env& env,
                                             const HeartbeatPlan& plan) {
@@ -376,8 +382,14 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
   const Member* mem = view.FindMember(plan.member);
   if (plan.left || !mem) {
     HeartbeatResponse r;
-    // M2 holds for a leave too: a client ahead of Redis is told the stored truth.
-    r.status = plan.sync ? HeartbeatStatus::kSyncMetadata : HeartbeatStatus::kOk;
+    // M2 holds for a leave too: a client ahead of (or diverging from) the state this answer
+    // is derived from is told the stored truth. Judged on `view`, not on the state before
+    // this decision's write: a leave that started a correction round raised the version,
+    // and its retry — decided on `view` — must get the same answer (R3.3; found by
+    // CoreProperties, seed 5444126114175033182).
+    const bool sync =
+        IsRegression(CheckClientVersion(view, plan.client_version, plan.client_lineage));
+    r.status = sync ? HeartbeatStatus::kSyncMetadata : HeartbeatStatus::kOk;
     r.member_id = plan.member;
     r.member_epoch = -1;
     r.assignment_epoch = view.assignment_epoch.value();
@@ -529,6 +541,8 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
                                                 const HeartbeatRequest& req, const Env& env) {
   Work w{stored, {}, {}, env.now_ms};
   HeartbeatPlan plan;
+  plan.client_version = req.metadata_version;
+  plan.client_lineage = req.lineage;
   plan.member = req.member_id;
   ApplyTime(w, live);
   GroupMetadata& m = w.next;
