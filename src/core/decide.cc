@@ -514,6 +514,21 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
 
 Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const Liveness& live,
                                             const HeartbeatRequest& req, const Env& env) {
+  // A shard both owned and revoking is a contradiction the HTTP layer already rejects
+  // (protocol_json.cc); refused here too, so no caller can make a REVOKED report release a
+  // shard its reporter says it still reads.
+  for (const RevokingReport& rr : req.revoking_shards) {
+    if (std::find(req.owned_shards.begin(), req.owned_shards.end(), rr.shard) !=
+        req.owned_shards.end()) {
+      return {std::nullopt,
+              {},
+              MakeError(ErrorCode::kInvalidRequest,
+                        fmt::format("shard {} is listed twice (in ownedShards and "
+                                    "revokingShards)",
+                                    rr.shard)),
+              {}};
+    }
+  }
   if (!IsSteadyHeartbeat(stored, live, req, env.now_ms)) {
     return DecideHeartbeatFull(stored, live, req, env);
   }

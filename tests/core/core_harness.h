@@ -147,6 +147,9 @@ struct FakeMember {
     if (r.status == HeartbeatStatus::kOk) {
       for (int32_t s : r.assigned_shards) {
         if (std::find(keep.begin(), keep.end(), s) == keep.end()) keep.push_back(s);
+        // Read again: an old REVOKED report of it is no longer true (a real consumer never
+        // lists a shard both owned and revoking; the HTTP layer rejects such a request).
+        std::erase_if(revoking, [&](const RevokingReport& rr) { return rr.shard == s; });
       }
     }
     std::sort(keep.begin(), keep.end());

@@ -324,3 +324,27 @@ TEST(Leave, StaleEpochLeaveIsFencedCurrentEpochLeaveDrainsThenLeaves) {
 
 }  // namespace
 }  // namespace rsc::testing
+
+namespace rsc::testing {
+namespace {
+
+// Found by CoreProperties (seed 5444126114175033182): a request listing a shard both owned
+// and REVOKED let the report release a shard its reporter still read. The HTTP layer
+// rejects such a request; the core refuses it too, and writes nothing.
+TEST(RequestShape, ShardBothOwnedAndRevokingIsRefusedWithoutAWrite) {
+  CoreHarness h(4);
+  FakeMember a{"A"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  ASSERT_FALSE(a.owned.empty());
+  HeartbeatRequest bad = a.Request();
+  bad.revoking_shards = {{a.owned[0], RevokeState::kRevoked}};
+  const auto d = DecideHeartbeat(h.meta(), h.Live(), bad, Env{h.now(), "t"});
+  ASSERT_FALSE(d.response.ok());
+  EXPECT_EQ(d.response.error().code, ErrorCode::kInvalidRequest);
+  EXPECT_FALSE(d.next.has_value());
+  EXPECT_TRUE(d.liveness.set.empty());
+}
+
+}  // namespace
+}  // namespace rsc::testing
