@@ -33,8 +33,10 @@ bj::value AggregateToJson(const GroupMetadata& m) {
   }
   bj::array shards;
   for (const ShardState& s : m.shards) {
-    shards.push_back(
-        bj::object{{"owner", s.owner}, {"target", s.target}, {"revokeSinceMs", s.revoke_since_ms}});
+    shards.push_back(bj::object{{"owner", s.owner},
+                                {"target", s.target},
+                                {"revokeSinceMs", s.revoke_since_ms},
+                                {"revokeVersion", s.revoke_version}});
   }
   bj::array members;
   for (const Member& mm : m.members) {
@@ -59,8 +61,10 @@ bj::value AggregateToJson(const GroupMetadata& m) {
     for (const MemberId& id : m.round->synced) synced.push_back(bj::string(id.str()));
     bj::array blockers;
     for (const Blocker& b : m.round->blockers) {
-      blockers.push_back(bj::object{
-          {"shard", b.shard.value()}, {"member", b.member.str()}, {"untilMs", b.until_ms}});
+      blockers.push_back(bj::object{{"shard", b.shard.value()},
+                                    {"member", b.member.str()},
+                                    {"untilMs", b.until_ms},
+                                    {"sinceVersion", b.since_version}});
     }
     round = bj::object{{"id", m.round->id},
                        {"startedMs", m.round->started_ms},
@@ -148,6 +152,8 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
     RSC_ASSIGN_OR_RETURN(s.owner, sr.Str("owner", kMaxId));
     RSC_ASSIGN_OR_RETURN(s.target, sr.Str("target", kMaxId));
     RSC_ASSIGN_OR_RETURN(s.revoke_since_ms, sr.Int("revokeSinceMs", 0, kMaxInt));
+    // Absent in records written before it existed: 0 = any REVOKED report applies, as then.
+    RSC_ASSIGN_OR_RETURN(s.revoke_version, sr.IntOr("revokeVersion", 0, kMaxInt, 0));
     m.shards.push_back(std::move(s));
   }
   RSC_ASSIGN_OR_RETURN(const bj::array* members, r.Arr("members"));
@@ -206,6 +212,7 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
       RSC_ASSIGN_OR_RETURN(std::string member, br.Str("member", kMaxId));
       b.member = MemberId(std::move(member));
       RSC_ASSIGN_OR_RETURN(b.until_ms, br.Int("untilMs", 0, kMaxInt));
+      RSC_ASSIGN_OR_RETURN(b.since_version, br.IntOr("sinceVersion", 0, kMaxInt, 0));
       cr.blockers.push_back(std::move(b));
     }
     m.round = std::move(cr);

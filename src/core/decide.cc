@@ -178,6 +178,7 @@ void Settle(Work& w) {
     const bool revoking = !sh.owner.empty() && sh.owner != sh.target;
     if (!revoking) {
       sh.revoke_since_ms = 0;
+      sh.revoke_version = 0;
     } else if (sh.revoke_since_ms == 0) {
       sh.revoke_since_ms = std::max<TimeMs>(w.now, 1);
     }
@@ -261,6 +262,16 @@ void Stamp(const GroupMetadata& stored, GroupMetadata& next, const Env& env) {
   }
   if (next.round && next.round->started_version.value() == 0) {
     next.round->started_version = next.version;
+  }
+  // A revoke or blocker this write begins is stamped with this write's version, which
+  // every answer that tells a client about it carries (see ApplyRevokedReports).
+  for (ShardState& sh : next.shards) {
+    if (sh.revoke_since_ms != 0 && sh.revoke_version == 0) sh.revoke_version = next.version.value();
+  }
+  if (next.round) {
+    for (Blocker& b : next.round->blockers) {
+      if (b.since_version == 0) b.since_version = next.version.value();
+    }
   }
 }
 
@@ -412,22 +423,36 @@ void InsertMember(GroupMetadata& m, Member mem) {
 
 // Applies REVOKED reports (C3): only those matching stored ownership or a recorded
 // blocker count; anything else is a duplicate or stale report and is ignored (I2, M5).
-void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<RevokingReport>& reps) {
+//
+// A report also has to be as new as what it releases: its request must report (in the
+// stored lineage) at least the version of the write that began the revoke or recorded the
+// blocker. Every answer that told the client to drain carried that version, so a genuine
+// report always does; a report sent before it answered an earlier revoke of the same
+// shard. Such a request can still reach a coordinator — delayed in the network, or held
+// by a paused coordinator and served after the client gave up on it — after the member
+// got the shard back and read it again; releasing on it handed the shard to a new owner
+// while the old one read it (S1, simulator seed 458260817779326665). A client from a lost
+// lineage (regression) is answered SYNC_METADATA first; its next report counts.
+void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<RevokingReport>& reps,
+                         int64_t report_version, bool regression) {
   GroupMetadata& m = w.next;
+  const auto current = [&](int64_t since) { return !regression && report_version >= since; };
   for (const RevokingReport& r : reps) {
     if (r.state != RevokeState::kRevoked || r.shard < 0 || r.shard >= m.shard_count) continue;
     ShardState& sh = m.shards[static_cast<size_t>(r.shard)];
     bool applied = false;
-    if (sh.owner == id.str() && sh.target != id.str()) {
+    if (sh.owner == id.str() && sh.target != id.str() && current(sh.revoke_version)) {
       sh.owner.clear();
       sh.revoke_since_ms = 0;
+      sh.revoke_version = 0;
       applied = true;
       w.Emit(EventKind::kShardReleased, id.str(), r.shard, "REVOKED");
     }
     if (m.round) {
       const size_t before = m.round->blockers.size();
-      std::erase_if(m.round->blockers,
-                    [&](const Blocker& b) { return b.shard.value() == r.shard && b.member == id; });
+      std::erase_if(m.round->blockers, [&](const Blocker& b) {
+        return b.shard.value() == r.shard && b.member == id && current(b.since_version);
+      });
       applied = applied || before != m.round->blockers.size();
     }
     if (!applied) w.Emit(EventKind::kStaleRevokeIgnored, id.str(), r.shard);
@@ -601,7 +626,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
     if (!fenced) w.liveness.set.emplace_back(req.member_id.str(), deadline);
     Settle(w);
     if (m.FindMember(req.member_id)) {
-      ApplyRevokedReports(w, req.member_id, req.revoking_shards);
+      ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, regression);
       Settle(w);
     }
     plan.left = m.FindMember(req.member_id) == nullptr;
@@ -714,7 +739,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
 
   // ── a live member's heartbeat (or join) ──
   w.liveness.set.emplace_back(req.member_id.str(), deadline);
-  ApplyRevokedReports(w, req.member_id, req.revoking_shards);
+  ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, regression);
   plan.conflicts = Conflicts(m, req.member_id, req);
   if (regression) StartRoundIfNeeded(w);
   if (m.round) {
@@ -890,6 +915,11 @@ Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& en
   // A restore is an explicit rollback: run a correction round at once, so no member gets
   // OK until every restored member has synced and a member lease has passed (M6).
   m.round = CorrectionRound{++m.rounds_started, env.now_ms, m.version, {}, {}};
+  // Only a REVOKED report made after the restore releases a restored revoke: a client
+  // behind the restored version counts as merely lagging, not as another lineage.
+  for (ShardState& sh : m.shards) {
+    if (sh.revoke_since_ms != 0) sh.revoke_version = m.version.value();
+  }
   RSC_RETURN_IF_ERROR(CheckInvariants(m));
   return m;
 }

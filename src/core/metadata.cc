@@ -107,6 +107,12 @@ Status CheckInvariants(const GroupMetadata& m) {
     if (revoking != (sh.revoke_since_ms != 0)) {
       return bad(fmt::format("shard {} revokeSinceMs inconsistent with owner/target", s));
     }
+    if ((!revoking && sh.revoke_version != 0) || sh.revoke_version > m.version.value()) {
+      return bad(
+          fmt::format("shard {} revokeVersion {} inconsistent with owner/target or "
+                      "metadataVersion",
+                      s, sh.revoke_version));
+    }
   }
   if (m.lineage_history.empty() || m.lineage_history.size() > kLineageWindow) {
     return bad(fmt::format("lineageHistory size {} out of range", m.lineage_history.size()));
@@ -128,6 +134,9 @@ Status CheckInvariants(const GroupMetadata& m) {
     for (const Blocker& b : m.round->blockers) {
       if (b.shard.value() < 0 || b.shard.value() >= m.shard_count) {
         return bad(fmt::format("blocker shard {} out of range", b.shard.value()));
+      }
+      if (b.since_version > m.version.value()) {
+        return bad(fmt::format("blocker sinceVersion {} > metadataVersion", b.since_version));
       }
     }
     if (!std::is_sorted(m.round->synced.begin(), m.round->synced.end())) {

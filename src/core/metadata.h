@@ -49,6 +49,12 @@ struct ShardState {
   std::string owner;
   std::string target;
   TimeMs revoke_since_ms = 0;
+  // The metadata version of the write that began this revoke (0 when not revoking, or in a
+  // record written before the field existed). A REVOKED report releases the shard only if
+  // its request reports at least this version: any earlier report predates this revoke —
+  // it answered an older one, e.g. a request a paused coordinator serves late — and the
+  // owner may be reading the shard again since (simulator seed 458260817779326665).
+  int64_t revoke_version = 0;
   bool operator==(const ShardState&) const = default;
 };
 
@@ -80,6 +86,9 @@ struct Blocker {
   // For a member unknown to the stored state: when its lease must have ended. 0 = the
   // member is known; the blocker then lasts until it reports REVOKED or leaves the group.
   TimeMs until_ms = 0;
+  // The metadata version of the write that recorded it (0 in older records): like
+  // ShardState::revoke_version, only a REVOKED report at least this new releases it.
+  int64_t since_version = 0;
   bool operator==(const Blocker&) const = default;
 };
 

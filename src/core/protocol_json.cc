@@ -427,8 +427,10 @@ json::value RoundObject(const std::optional<CorrectionRound>& round) {
   for (const MemberId& m : round->synced) synced.emplace_back(m.str());
   json::array blockers;
   for (const Blocker& b : round->blockers) {
-    blockers.push_back(json::object{
-        {"shard", b.shard.value()}, {"member", b.member.str()}, {"untilMs", b.until_ms}});
+    blockers.push_back(json::object{{"shard", b.shard.value()},
+                                    {"member", b.member.str()},
+                                    {"untilMs", b.until_ms},
+                                    {"sinceVersion", b.since_version}});
   }
   return json::object{{"id", round->id},
                       {"startedMs", round->started_ms},
@@ -466,6 +468,7 @@ std::optional<CorrectionRound> ReadRound(Reader& r, const json::object& o) {
         static_cast<int32_t>(r.Int(*b, "shard", path, 0, kMaxShardCount - 1, true).value_or(0)));
     blk.member = MemberId(r.AnyString(*b, "member", path, true).value_or(""));
     blk.until_ms = r.Int(*b, "untilMs", path, kInt64Min, kInt64Max, true).value_or(0);
+    blk.since_version = r.Int(*b, "sinceVersion", path, 0, kInt64Max, false).value_or(0);
     round.blockers.push_back(std::move(blk));
   }
   return round;

@@ -68,6 +68,44 @@ TEST(Scenario03, RevokedWrittenResponseLostNewOwnerGetsShardNextHeartbeat) {
   EXPECT_EQ(retry.assigned_shards, V({0, 1}));
 }
 
+// A REVOKED report answers one revoke, not a later one of the same shard. The request
+// that carries it can reach a coordinator long after it was sent (delayed, or held by a
+// paused coordinator); by then the member may own the shard again, read it, and be told
+// to drain it anew. Simulator seed 458260817779326665: the late report released the new
+// revoke and the shard went to C while A still read it (S1).
+TEST(StaleRevoke, LateReportOfAnEarlierRevokeReleasesNothing) {
+  Rebalanced t;
+  t.a.Observe(Ok(t.h.Heartbeat(t.a.Request())));  // DRAIN 2,3 → drained at once
+  const HeartbeatRequest late = t.a.Request();    // REVOKED 2,3: this copy arrives late
+  ASSERT_EQ(late.revoking_shards.size(), 2u);
+  // B leaves before A's report arrives: the targets go back to A, which reads 2 and 3 again.
+  HeartbeatRequest leave = t.b.Request();
+  leave.member_epoch = -1;
+  (void)Ok(t.h.Heartbeat(leave));
+  t.a.Observe(Ok(t.h.Heartbeat(t.a.Request())));
+  t.a.Observe(Ok(t.h.Heartbeat(t.a.Request())));
+  ASSERT_EQ(t.a.owned, V({0, 1, 2, 3}));
+  // C joins: a new revoke of 2 and 3; A is told to drain them but has not finished.
+  FakeMember c{"C"};
+  c.Observe(Ok(t.h.Heartbeat(c.Request())));
+  auto drain = Ok(t.h.Heartbeat(t.a.Request()));
+  ASSERT_EQ(drain.status, S::kDrain);
+  ASSERT_EQ(drain.revoke_shards, V({2, 3}));
+  // The late copy of A's first report arrives now.
+  (void)t.h.Heartbeat(late);
+  EXPECT_TRUE(t.h.LastEventsHave(EventKind::kStaleRevokeIgnored));
+  EXPECT_EQ(t.h.meta().shards[2].owner, "A") << "a report older than this revoke released it";
+  EXPECT_EQ(t.h.meta().shards[3].owner, "A");
+  auto c_view = Ok(t.h.Heartbeat(c.Request()));
+  EXPECT_TRUE(c_view.assigned_shards.empty()) << "C was handed a shard A still reads";
+  // A's report of the current revoke releases them.
+  t.a.Observe(drain);
+  (void)Ok(t.h.Heartbeat(t.a.Request()));
+  EXPECT_TRUE(t.h.meta().shards[2].owner.empty() || t.h.meta().shards[2].owner == "C");
+  c.Observe(Ok(t.h.Heartbeat(c.Request())));
+  EXPECT_EQ(c.Request().owned_shards, V({2, 3}));
+}
+
 TEST(Scenario04, PreviousOwnerExpiresWhileDrainingNewOwnerGetsShardAfterExpiry) {
   Rebalanced t;
   (void)Ok(t.h.Heartbeat(t.a.Request()));  // A gets DRAIN, then goes silent
@@ -252,7 +290,16 @@ TEST(Scenario09, ConcurrentStaleRevokesDuringRoundOnlyMatchingOnesApply) {
   auto r = Ok(h.Heartbeat(claim));
   EXPECT_EQ(r.revoke_shards, V({1}));
   ASSERT_EQ(h.meta().round->blockers.size(), 1u);
+  // A report made before B learnt of the blocker (an older version) is stale...
+  HeartbeatRequest early = b.Request();
+  early.revoking_shards = {{1, RevokeState::kRevoked}};
+  (void)h.Heartbeat(early);
+  EXPECT_TRUE(h.LastEventsHave(EventKind::kStaleRevokeIgnored));
+  EXPECT_EQ(h.meta().round->blockers.size(), 1u) << "a report older than the blocker";
+  // ...the one B makes after the answer that recorded it releases it.
   HeartbeatRequest rel = b.Request();
+  rel.metadata_version = r.metadata_version;
+  rel.lineage = r.lineage;
   rel.revoking_shards = {{1, RevokeState::kRevoked}};
   (void)h.Heartbeat(rel);
   EXPECT_TRUE(h.meta().round->blockers.empty());

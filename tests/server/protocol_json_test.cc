@@ -529,12 +529,13 @@ TEST(GroupViewJson, RoundTripWithRound) {
   round.started_ms = 1700000000000;
   round.started_version = MetadataVersion(40);
   round.synced = {MemberId("m1")};
-  round.blockers = {Blocker{ShardId(1), MemberId("ghost"), 1700000009000}};
+  round.blockers = {Blocker{ShardId(1), MemberId("ghost"), 1700000009000, 39}};
   v.correction_round = round;
   std::string json = SerializeGroupView(v);
   EXPECT_NE(json.find(R"("correctionRound":{"id":3,"startedMs":1700000000000,)"
                       R"("startedVersion":40,"synced":["m1"],)"
-                      R"("blockers":[{"shard":1,"member":"ghost","untilMs":1700000009000}]})"),
+                      R"("blockers":[{"shard":1,"member":"ghost","untilMs":1700000009000,)"
+                      R"("sinceVersion":39}]})"),
             std::string::npos)
       << json;
   auto back = ParseGroupView(json);

@@ -135,6 +135,15 @@ TEST(SimulatorRegression, Seed9237849144637424534_DeadConsumersBlockedReadIsFree
   ExpectPasses(9237849144637424534ULL);
 }
 
+// Found by the CI run's sweep: a coordinator paused inside its section served a consumer's
+// REVOKED report ~3 s late; by then the shard had gone back to that consumer and a newer
+// revoke of it had begun, which the late report released — the new owner read while the
+// old one still did (S1). Reports now release only revokes at most as new as the version
+// they carry (decide.cc ApplyRevokedReports; StaleRevoke.* in tests/core).
+TEST(SimulatorRegression, Seed458260817779326665_LateRevokedReportReleasesNoNewerRevoke) {
+  ExpectPasses(458260817779326665ULL);
+}
+
 // ── Mutants: build-time protocol bugs the checkers must catch (sim/CMakeLists.txt). ──
 
 struct Mutant {
