@@ -28,6 +28,10 @@ client::ConsumerCoreOptions CoreOptions(Services& env, const ConsumerParams& p,
 
 bool IsConnError(const StreamReply& r) { return r.error.rfind(kConnError, 0) == 0; }
 
+// consumer_reader.h kIdleForeignCheck: how often an idle live shard checks for entries
+// another consumer name holds (local monotonic time).
+constexpr TimeMs kIdleForeignCheckMs = 1000;
+
 }  // namespace
 
 SimConsumer::SimConsumer(Services& env, const ConsumerParams& params, ConsumerSlot& slot)
@@ -406,6 +410,7 @@ void SimConsumer::Abandon(Reader& r, const std::string& reason) {
   r.batch.clear();  // no further handler calls, no XACK
   r.acks.clear();
   r.batch_active = false;
+  r.foreign_check = false;
   if (r.sleeping) {
     r.sleeping = false;
     ++r.sleep_gen;
@@ -419,6 +424,7 @@ void SimConsumer::Interrupt(Reader& r) {
   r.batch.clear();
   r.acks.clear();
   r.batch_active = false;
+  r.foreign_check = false;
   r.stage = Stage::kPending;
   r.pending_cursor = StreamId{};
 }
@@ -428,6 +434,7 @@ void SimConsumer::Failed(Reader& r, bool nogroup) {
   r.batch.clear();
   r.acks.clear();
   r.batch_active = false;
+  r.foreign_check = false;
   if (!nogroup) {
     SleepReader(r, r.backoff_ms);
     r.backoff_ms = std::min<TimeMs>(r.backoff_ms * 2, 2000);
@@ -607,12 +614,58 @@ void SimConsumer::Step(uint64_t id) {
         r.acks.clear();
       }
     }
+    const std::string consumer = member_;
+    const std::string group = p_.group.group;
+    if (r.foreign_check) {
+      // consumer_reader.cc ForeignPending, right after a live read and before its batch is
+      // handled (a drain waits for it, as there). Our own pending list holds only that
+      // batch, so an entry of another consumer name below it can only come from a previous
+      // owner's read that reached Redis after our takeover (here: a zombie holder's blocked
+      // read in a rollback-excused overlap): claim it and re-read our pending list first,
+      // so that everything is handled in stream order.
+      if (!MayProcess()) {
+        // The lease ended: Process() would stop before the first entry. The runtime still
+        // sends its XPENDING; here it would be a read outside the lease, and it changes
+        // nothing: with no batch the reader goes on reading (after the budget check).
+        if (r.batch.empty()) {
+          r.foreign_check = false;
+        } else {
+          Interrupt(r);
+        }
+        continue;
+      }
+      const std::string stream = streams_[r.shard];
+      HistEvent e = Event(HistKind::kRead);
+      e.shard = r.shard;
+      e.stream = stream;
+      e.detail = "xpending";
+      env_.world().Emit(std::move(e));
+      Send(
+          r,
+          [stream, group](SimRedis& redis, std::function<void(StreamReply)> done) {
+            done(redis.Stream([&](Streams& s) { return XPending(s, stream, group, 1); }));
+          },
+          [this](Reader& rd, const StreamReply& reply) {
+            rd.foreign_check = false;
+            if (!reply.ok()) {
+              Failed(rd, false);  // also NOGROUP: the runtime backs off before its setup
+              return;
+            }
+            rd.last_foreign_check = LocalNow();
+            if (!reply.pending.empty() && reply.pending.front().consumer != member_) {
+              env_.world().probes().Hit("late_read_reclaimed");
+              rd.batch.clear();  // stays in our pending list: read again after the claim
+              rd.stage = Stage::kSetup;
+              return;
+            }
+            if (!rd.batch.empty()) rd.batch_active = true;
+          });
+      return;
+    }
     if (r.drain) {
       Finish(r);  // everything read was handled and XACKed (or left pending)
       return;
     }
-    const std::string consumer = member_;
-    const std::string group = p_.group.group;
     switch (r.stage) {
       case Stage::kWaitPredecessor:
         return;
@@ -710,13 +763,21 @@ void SimConsumer::Step(uint64_t id) {
           if (!live) {
             if (reply.entries.empty()) {
               rd.stage = Stage::kLive;
+              rd.last_foreign_check = LocalNow();
               return;
             }
             rd.pending_cursor = reply.entries.back().id;
+            rd.batch.assign(reply.entries.begin(), reply.entries.end());
+            rd.batch_active = true;
+            return;
           }
-          if (reply.entries.empty()) return;
+          // New entries are handled only after the foreign check (Step); an idle shard
+          // checks too, now and then, so that nothing stays stranded while no entry comes.
+          if (reply.entries.empty() && LocalNow() - rd.last_foreign_check < kIdleForeignCheckMs) {
+            return;
+          }
           rd.batch.assign(reply.entries.begin(), reply.entries.end());
-          rd.batch_active = true;
+          rd.foreign_check = true;
         });
         return;
       }

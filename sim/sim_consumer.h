@@ -12,7 +12,10 @@
 // (also when a clock jump moves it in global time), kAcquire before a reader's first read,
 // kRead per XAUTOCLAIM/XREADGROUP issued, kDeliver per handler call, kAck per id once XACK
 // is confirmed, kRelease when a reader is done (after its last handler call returned and
-// its last command came back), kStop after a clean exit, kCrash when killed.
+// its last command came back), kStop after a clean exit, kCrash when killed. kRead also for
+// the XPENDING that checks, after each read of new entries (and now and then while idle),
+// whether another consumer name holds the group's lowest pending entry (a previous owner's
+// late read): the reader then takes over again and re-reads its pending list first.
 //
 // A reader that is abandoned stops handing out entries at once, but a running handler call
 // finishes (it cannot be interrupted) and a command already sent comes back before the
@@ -100,6 +103,10 @@ class SimConsumer {
     std::vector<StreamId> acks;
     StreamId claim_cursor;
     StreamId pending_cursor;
+    // consumer_reader.cc ForeignPending: what a live read brought (possibly nothing) waits
+    // for the XPENDING check of the group's lowest pending entry before it is handled.
+    bool foreign_check = false;
+    TimeMs last_foreign_check = 0;  // local; an idle live shard checks every kIdleForeignCheckMs
     TimeMs backoff_ms = 100;
     uint64_t conn_epoch = 0;
   };

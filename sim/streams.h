@@ -2,16 +2,26 @@
 // A small model of Redis Streams with one consumer group per stream: what the simulated
 // consumers and producers read and write (the coordinator never touches streams, C7).
 //
-// Semantics follow Redis 7 for the commands the client library uses:
+// Semantics follow Redis 7 for the commands the client library uses (contract-tested
+// against a real redis-server in tests/sim/streams_contract_test.cc):
 //   XADD key * f v …            id = max(now-0, last id + 1): strictly increasing
 //   XGROUP CREATE key g 0 MKSTREAM   BUSYGROUP if it exists
 //   XAUTOCLAIM key g me 0 cursor COUNT n JUSTID   moves pending entries (any owner, min-idle
 //                               0) to `me`, returns the next cursor (0-0 when done); JUSTID
-//                               does not count a delivery
+//                               does not count a delivery. A pending entry whose stream
+//                               entry was deleted leaves the pending list and is returned
+//                               apart (`deleted`); it counts towards n all the same
 //   XREADGROUP … STREAMS key <id>  our pending entries with id > <id>, delivery count + 1
+//                               (a deleted entry comes back with its id only, uncounted)
 //   XREADGROUP … STREAMS key >     new entries after last-delivered: into our pending list
 //   XACK key g id …             removes from the pending list, returns how many were there
-// NOGROUP when the stream or the group does not exist (e.g. after a rollback).
+//                               (0 when the stream or the group does not exist)
+//   XPENDING key g - + n        the n lowest pending entries: id, owner, delivery count
+// NOGROUP when the stream or the group does not exist (e.g. after a rollback), except for
+// XACK. Not modelled (no client reads them): consumer names as such (XINFO CONSUMERS), idle
+// times, entries-read/lag. Deletions (XDEL, MAXLEN) are no commands here (the simulated
+// clients never delete), but the reads handle a pending entry whose stream entry is gone as
+// Redis does: the contract test deletes entries from the state directly to pin that.
 //
 // Every mutating operation also returns its *effect*, a closure that applies exactly the
 // same change to another copy (the replica): that is how Redis replicates streams
@@ -63,13 +73,22 @@ struct StreamState {
 using Streams = std::map<std::string, StreamState>;
 using StreamEffect = std::function<void(Streams&)>;
 
+// One row of XPENDING key g - + n.
+struct PendingRow {
+  StreamId id;
+  std::string consumer;
+  int64_t deliveries = 0;
+};
+
 struct StreamReply {
   std::string error;  // "" = ok; "NOGROUP …", "BUSYGROUP …"
   std::vector<StreamEntry> entries;
   std::vector<StreamId> ids;
-  StreamId cursor;    // XAUTOCLAIM: next cursor (0-0 = done)
-  StreamId added;     // XADD
-  int64_t count = 0;  // XACK
+  std::vector<StreamId> deleted;    // XAUTOCLAIM: pending ids with no entry, now unpending
+  std::vector<PendingRow> pending;  // XPENDING
+  StreamId cursor;                  // XAUTOCLAIM: next cursor (0-0 = done)
+  StreamId added;                   // XADD
+  int64_t count = 0;                // XACK
   bool ok() const { return error.empty(); }
 };
 
@@ -88,5 +107,8 @@ StreamOp XReadGroupNew(Streams& s, const std::string& stream, const std::string&
                        const std::string& consumer, int count);
 StreamOp XAck(Streams& s, const std::string& stream, const std::string& group,
               const std::vector<StreamId>& ids);
+// XPENDING stream group - + count (changes nothing). With count 1: the lowest pending entry
+// of the group and its owner, if any (consumer_reader.cc ForeignPending).
+StreamOp XPending(Streams& s, const std::string& stream, const std::string& group, int count);
 
 }  // namespace rsc::sim

@@ -34,7 +34,7 @@ std::vector<std::string> SweepTotals::UnreachedProbes() const {
   std::vector<std::string> out;
   for (const ProbeSpec& p : AllProbes()) {
     auto it = probes.find(p.name);
-    if (it == probes.end() || it->second == 0) out.push_back(p.name);
+    if (p.required && (it == probes.end() || it->second == 0)) out.push_back(p.name);
   }
   return out;
 }
@@ -64,7 +64,10 @@ std::string SweepTotals::Summary() const {
   for (const ProbeSpec& p : AllProbes()) {
     auto it = probes.find(p.name);
     const int64_t n = it == probes.end() ? 0 : it->second;
-    out += fmt::format("  {:<30} {:>7}{}\n", p.name, n, n == 0 ? "   <-- never reached" : "");
+    out += fmt::format("  {:<30} {:>7}{}\n", p.name, n,
+                       !p.required ? "   (optional)"
+                       : n == 0    ? "   <-- never reached"
+                                   : "");
   }
   return out;
 }

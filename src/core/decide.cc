@@ -367,14 +367,20 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
 }
 
 // The response view is computed after Stamp, so it is built by a deferred step.
+// Synced with a round: the client reports a version of this lineage (checked apart) at or
+// after the round began. A round recorded by this decision is not stamped yet (0).
+bool SyncedWith(const CorrectionRound& round, int64_t client_version) {
+  return round.started_version.value() != 0 && client_version >= round.started_version.value();
+}
+
 struct HeartbeatPlan {
   std::optional<Error> error;
   MemberId member;
   std::vector<int32_t> conflicts;
-  bool sync = false;
   bool left = false;
-  // The client's reported pair: a "left" answer is judged against the state it is derived
-  // from (after this decision's write), so a retry decided on that state answers the same.
+  // The client's reported pair: whether the answer is SYNC_METADATA is judged against the
+  // state it is derived from (after this decision's write), so a retry decided on that
+  // state answers the same (R3.3, S6).
   int64_t client_version = 0;
   std::string client_lineage;
 };
@@ -390,6 +396,14 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
     d.response = *plan.error;
     return d;
   }
+#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
+  // MUTANT: the client's version was trusted (the stored one raised to it), so its
+  // regression is not answered SYNC_METADATA here either.
+  const bool regression = false;
+#else
+  const bool regression =
+      IsRegression(CheckClientVersion(view, plan.client_version, plan.client_lineage));
+#endif
   const Member* mem = view.FindMember(plan.member);
   if (plan.left || !mem) {
     HeartbeatResponse r;
@@ -398,8 +412,7 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
     // this decision's write: a leave that started a correction round raised the version,
     // and its retry — decided on `view` — must get the same answer (R3.3; found by
     // CoreProperties, seed 5444126114175033182).
-    const bool sync =
-        IsRegression(CheckClientVersion(view, plan.client_version, plan.client_lineage));
+    const bool sync = regression;
     r.status = sync ? HeartbeatStatus::kSyncMetadata : HeartbeatStatus::kOk;
     r.member_id = plan.member;
     r.member_epoch = -1;
@@ -411,7 +424,13 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
     d.response = r;
     return d;
   }
-  d.response = ViewFor(view, *mem, plan.conflicts, plan.sync);
+  // SYNC_METADATA when the client diverges from `view` (M2) or `view` holds a correction
+  // round the client has not synced with (M3): exactly what a retry decided on `view`
+  // answers. Judging it on the state before the write (as the round bookkeeping must) let
+  // a late request from before the round — answered SYNC in the write that ended the
+  // round — get OK on its retry (S6, simulator seed 4460115182493809583).
+  const bool sync = regression || (view.round && !SyncedWith(*view.round, plan.client_version));
+  d.response = ViewFor(view, *mem, plan.conflicts, sync);
   return d;
 }
 
@@ -605,7 +624,6 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
   // Found by the simulator (seed 8): "left" used to be answered OK whatever the version.
   if (req.member_epoch == -1) {
     Member* mem = m.FindMember(req.member_id);
-    plan.sync = regression;
     if (!mem) {
       plan.left = true;  // already gone: leaving is idempotent
       Settle(w);
@@ -713,7 +731,6 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
       Settle(w);
       if (tomb && tomb->left) {
         plan.left = true;  // it left cleanly; a late heartbeat is told so again
-        plan.sync = regression;
         return CommitHeartbeat(stored, std::move(w), env, plan);
       }
       plan.error = (tomb && tomb->fenced)
@@ -744,15 +761,11 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
   if (regression) StartRoundIfNeeded(w);
   if (m.round) {
     for (int32_t s : plan.conflicts) RecordBlocker(w, s, req.member_id, 0);
-    // Synced: the member reports a version of this lineage at or after the round began.
-    const bool synced = !regression && req.metadata_version >= m.round->started_version.value() &&
-                        m.round->started_version.value() != 0;
-    if (synced) {
+    // The answer is SYNC_METADATA unless the member has synced (judged in CommitHeartbeat).
+    if (!regression && SyncedWith(*m.round, req.metadata_version)) {
       auto& sv = m.round->synced;
       auto it = std::lower_bound(sv.begin(), sv.end(), req.member_id);
       if (it == sv.end() || *it != req.member_id) sv.insert(it, req.member_id);
-    } else {
-      plan.sync = true;
     }
   }
   Settle(w);

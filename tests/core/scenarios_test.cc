@@ -213,6 +213,44 @@ TEST(Scenario07, SyncMetadataLostNextHighVersionHeartbeatGetsSameSync) {
   EXPECT_EQ(h.writes(), writes) << "the round is recorded once";
 }
 
+// A request from before a correction round, arriving late (delayed, or held by a paused
+// coordinator), is the heartbeat whose write ends the round. Its answer derives from the
+// state after that write — no round — so it is OK, and a retry decided on that state gets
+// the same answer (R3.3, S6). It used to be SYNC_METADATA (judged before the write) while
+// the retry got OK (simulator seed 4460115182493809583).
+TEST(Scenario07, LateRequestWhoseWriteEndsTheRoundIsAnsweredLikeItsRetry) {
+  CoreHarness h(4);
+  FakeMember a{"A"}, b{"B"};
+  for (int i = 0; i < 4; ++i) {
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+  }
+  const HeartbeatRequest late = a.Request();  // sent now, arrives after the round
+  FakeMember future = a;
+  future.version = h.meta().version.value() + 5;  // a version Redis lost: starts a round
+  (void)h.Heartbeat(future.Request());
+  ASSERT_TRUE(h.meta().round.has_value());
+  const TimeMs started = h.meta().round->started_ms;
+  const int64_t lease = h.meta().config.member_lease_ms;
+  // Both sync, and keep heartbeating until just before the round may end.
+  while (h.now() + 1000 < started + lease) {
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    b.Observe(Ok(h.Heartbeat(b.Request())));
+    h.Advance(1000);
+  }
+  ASSERT_TRUE(h.meta().round.has_value());
+  ASSERT_EQ(h.meta().round->synced.size(), 2u);
+  h.Advance(started + lease - h.now());
+  const int writes = h.writes();
+  auto first = Ok(h.Heartbeat(late));
+  ASSERT_EQ(h.writes(), writes + 1);
+  ASSERT_TRUE(h.LastEventsHave(EventKind::kRoundEnded)) << "the late request ends the round";
+  EXPECT_EQ(first.status, S::kOk) << "no round in the state this answer derives from";
+  auto retry = Ok(h.Heartbeat(late));
+  EXPECT_EQ(h.writes(), writes + 1) << "the retry writes nothing";
+  EXPECT_EQ(retry, first) << "a retry on the same state must get the same answer";
+}
+
 TEST(Scenario08, AfterSyncDrainingRemovedShardsGetsRevokePendingUntilBlockersClear) {
   // A owned {0,1}; Redis loses B's join and the resulting move; A re-synced, while a
   // member C that Redis forgot still claims shard 1.

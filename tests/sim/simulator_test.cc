@@ -144,6 +144,15 @@ TEST(SimulatorRegression, Seed458260817779326665_LateRevokedReportReleasesNoNewe
   ExpectPasses(458260817779326665ULL);
 }
 
+// Found by the first sweep with the late-read reclaim in the simulated reader: a request
+// from before a correction round, delivered late, was answered SYNC_METADATA by the write
+// that ended the round, and its network duplicate — decided on that write — got OK (S6).
+// The SYNC decision is now judged on the state the answer derives from
+// (Scenario07.LateRequestWhoseWriteEndsTheRoundIsAnsweredLikeItsRetry).
+TEST(SimulatorRegression, Seed4460115182493809583_SyncJudgedOnTheWrittenState) {
+  ExpectPasses(4460115182493809583ULL);
+}
+
 // ── Mutants: build-time protocol bugs the checkers must catch (sim/CMakeLists.txt). ──
 
 struct Mutant {
