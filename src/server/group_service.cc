@@ -157,7 +157,8 @@ void MergeLiveness(LivenessUpdate& into, const LivenessUpdate& u) {
 
 }  // namespace
 
-void GroupService::RunHeartbeatBatch(const GroupKey& key, std::vector<HeartbeatWaiter*>& batch) {
+std::vector<Result<HeartbeatResponse>> GroupService::RunHeartbeatBatch(
+    const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch) {
   using Batch = std::vector<Result<HeartbeatResponse>>;
   auto r = Mutate<Batch>(
       key, options_.lock_wait,
@@ -180,12 +181,15 @@ void GroupService::RunHeartbeatBatch(const GroupKey& key, std::vector<HeartbeatW
         }
         return out;
       });
+  std::vector<Result<HeartbeatResponse>> out;
+  out.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    batch[i]->result = r.ok() ? std::move(r.value()[i]) : Result<HeartbeatResponse>(r.error());
-    const auto& res = *batch[i]->result;
+    out.push_back(r.ok() ? std::move(r.value()[i]) : Result<HeartbeatResponse>(r.error()));
+    const auto& res = out.back();
     observer_.OnHeartbeat(
         key, res.ok() ? HeartbeatStatusName(res->status) : ErrorCodeName(res.error().code));
   }
+  return out;
 }
 
 Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
@@ -208,8 +212,13 @@ Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
       q->waiting.pop_front();
     }
     lock.unlock();
-    RunHeartbeatBatch(key, batch);
+    std::vector<Result<HeartbeatResponse>> answers = RunHeartbeatBatch(key, batch);
     lock.lock();
+    // Handed over under the mutex: a waiter checks its result under it too, and may wake
+    // (spuriously, or for another leader's batch) while this one is still being decided.
+    // Writing them unlocked was a data race (found by ThreadSanitizer in
+    // MultiCoordinatorTest.SigtermUnderLoad…).
+    for (size_t i = 0; i < batch.size(); ++i) batch[i]->result = std::move(answers[i]);
     q->leader = false;
     q->cv.notify_all();
   }

@@ -80,7 +80,10 @@ class GroupService : public CoordinatorApi {
   struct HeartbeatWaiter;
   struct HeartbeatQueue;
   std::shared_ptr<HeartbeatQueue> QueueFor(const GroupKey& key);
-  void RunHeartbeatBatch(const GroupKey& key, std::vector<HeartbeatWaiter*>& batch);
+  // Decides the batch in one locked section; the answers, in batch order. Touches no
+  // waiter's result: those are written under the queue's mutex (see Heartbeat).
+  std::vector<Result<HeartbeatResponse>> RunHeartbeatBatch(
+      const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch);
 
   // The R3.1 cycle. `decide` maps (stored, liveness, env, revision) to a Decision<R>.
   // `wait` is how long to wait for the Redis mutex.
