@@ -692,6 +692,11 @@ void SimConsumer::Step(uint64_t id) {
         return;
       }
       case Stage::kClaim: {
+        // As consumer_reader.cc TakeOver: every XAUTOCLAIM page only inside the lease (C1).
+        if (core_.ReadBudgetMs(r.shard, LocalNow()) <= 0) {
+          SleepReader(r, 20);
+          return;
+        }
         const std::string stream = streams_[r.shard];
         const StreamId cursor = r.claim_cursor;
         const int count = p_.max_batch;

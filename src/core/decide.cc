@@ -366,13 +366,13 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   return r;
 }
 
-// The response view is computed after Stamp, so it is built by a deferred step.
 // Synced with a round: the client reports a version of this lineage (checked apart) at or
 // after the round began. A round recorded by this decision is not stamped yet (0).
 bool SyncedWith(const CorrectionRound& round, int64_t client_version) {
   return round.started_version.value() != 0 && client_version >= round.started_version.value();
 }
 
+// The response view is computed after Stamp, so it is built by a deferred step.
 struct HeartbeatPlan {
   std::optional<Error> error;
   MemberId member;
