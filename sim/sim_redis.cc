@@ -18,6 +18,23 @@ int32_t ShardOfStream(const std::string& stream) {
 SimRedis::SimRedis(World& world)
     : world_(world), clock_(world), tokens_(world), primary_(clock_, tokens_) {}
 
+namespace {
+
+// The kCommit history event S6 judges decisions against: what `proc` wrote at `revision`.
+void EmitCommit(World& world, const std::string& proc, int64_t revision,
+                const GroupMetadata& written, const char* how) {
+  HistEvent e;
+  e.kind = HistKind::kCommit;
+  e.proc = proc;
+  e.revision = revision;
+  e.version = written.version.value();
+  e.lineage = written.lineage;
+  e.detail = how;
+  world.Emit(std::move(e));
+}
+
+}  // namespace
+
 Status SimRedis::Up() const {
   if (!up()) return MakeError(ErrorCode::kRedisUnavailable, "redis is restarting (simulated)");
   return OkStatus();
@@ -97,14 +114,7 @@ Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupK
   if (r.ok() && r->applied) {
     ReplicateMeta();
     if (next != nullptr) {
-      HistEvent e;
-      e.kind = HistKind::kCommit;
-      e.proc = proc;
-      e.revision = r->revision.value();
-      e.version = next->version.value();
-      e.lineage = next->lineage;
-      e.detail = "cas";
-      world_.Emit(std::move(e));
+      EmitCommit(world_, proc, r->revision.value(), *next, "cas");
     }
   }
   return r;
@@ -117,14 +127,7 @@ Result<StoreRevision> SimRedis::Create(const std::string& proc, const GroupMetad
   ReplicateMeta();  // the index entry is written even when the group exists
   if (r.ok()) {
     world_.Fault("create", "group created by " + proc);
-    HistEvent e;
-    e.kind = HistKind::kCommit;
-    e.proc = proc;
-    e.revision = r->value();
-    e.version = meta.version.value();
-    e.lineage = meta.lineage;
-    e.detail = "create";
-    world_.Emit(std::move(e));
+    EmitCommit(world_, proc, r->value(), meta, "create");
   }
   return r;
 }
@@ -138,14 +141,7 @@ Result<StoreRevision> SimRedis::Restore(const std::string& proc, const GroupMeta
     world_.Fault("restore", fmt::format("operator restore by {}: version {} revision {}", proc,
                                         meta.version.value(), r->value()));
     world_.probes().Hit("restore_applied");
-    HistEvent e;
-    e.kind = HistKind::kCommit;
-    e.proc = proc;
-    e.revision = r->value();
-    e.version = meta.version.value();
-    e.lineage = meta.lineage;
-    e.detail = "restore";
-    world_.Emit(std::move(e));
+    EmitCommit(world_, proc, r->value(), meta, "restore");
   }
   return r;
 }
