@@ -376,7 +376,9 @@ bool SyncedWith(const CorrectionRound& round, int64_t client_version) {
 struct HeartbeatPlan {
   std::optional<Error> error;
   MemberId member;
-  std::vector<int32_t> conflicts;
+  // The request itself: the K4 conflicts listed in the answer are computed in
+  // CommitHeartbeat against the state the answer derives from (see there).
+  const HeartbeatRequest* request = nullptr;
   bool left = false;
   // The client's reported pair: whether the answer is SYNC_METADATA is judged against the
   // state it is derived from (after this decision's write), so a retry decided on that
@@ -386,6 +388,8 @@ struct HeartbeatPlan {
 };
 
 bool IsRegression(VersionCheck vc);
+std::vector<int32_t> Conflicts(const GroupMetadata& m, const MemberId& id,
+                               const HeartbeatRequest& req);
 
 Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& w, const Env& env,
                                             const HeartbeatPlan& plan) {
@@ -430,7 +434,15 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
   // a late request from before the round — answered SYNC in the write that ended the
   // round — get OK on its retry (S6, simulator seed 4460115182493809583).
   const bool sync = regression || (view.round && !SyncedWith(*view.round, plan.client_version));
-  d.response = ViewFor(view, *mem, plan.conflicts, sync);
+  // K4 conflicts, likewise, against `view`: this decision's Settle may have handed the member
+  // a free shard it reported (a rejoin still draining its old incarnation's shard); judged
+  // before the write that shard was listed as a conflict (DRAIN) while the retry, decided
+  // on the written state where the member owns it, got OK (S6, simulator seed
+  // 4437484523665089528). Settle only adds ownership, so this list is a subset of the one
+  // before the write and no blocker it recorded is missed.
+  std::vector<int32_t> conflicts;
+  if (plan.request != nullptr) conflicts = Conflicts(view, plan.member, *plan.request);
+  d.response = ViewFor(view, *mem, conflicts, sync);
   return d;
 }
 
@@ -757,10 +769,10 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
   // ── a live member's heartbeat (or join) ──
   w.liveness.set.emplace_back(req.member_id.str(), deadline);
   ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, regression);
-  plan.conflicts = Conflicts(m, req.member_id, req);
+  plan.request = &req;
   if (regression) StartRoundIfNeeded(w);
   if (m.round) {
-    for (int32_t s : plan.conflicts) RecordBlocker(w, s, req.member_id, 0);
+    for (int32_t s : Conflicts(m, req.member_id, req)) RecordBlocker(w, s, req.member_id, 0);
     // The answer is SYNC_METADATA unless the member has synced (judged in CommitHeartbeat).
     if (!regression && SyncedWith(*m.round, req.metadata_version)) {
       auto& sv = m.round->synced;

@@ -251,6 +251,36 @@ TEST(Scenario07, LateRequestWhoseWriteEndsTheRoundIsAnsweredLikeItsRetry) {
   EXPECT_EQ(retry, first) << "a retry on the same state must get the same answer";
 }
 
+// A member expires while its process still drains a shard it abandoned; the process rejoins
+// (memberEpoch 0) reporting that shard DRAINING. The join's own write hands it the free shard
+// (it is the target), so the answer — derived from that write — must not list it as a K4
+// conflict: a retry decided on the written state (where the member owns it) gets no DRAIN
+// either (R3.3, S6). It used to be DRAIN then OK (simulator seed 4437484523665089528).
+TEST(Idempotence, RejoinStillDrainingAShardItIsHandedAgainIsAnsweredLikeItsRetry) {
+  CoreHarness h(2);
+  FakeMember a{"A"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  ASSERT_EQ(a.owned, V({0, 1}));
+  h.Advance(h.meta().config.member_lease_ms + 1);
+  h.Tick();
+  ASSERT_TRUE(h.LastEventsHave(EventKind::kMemberExpired));
+  // The process learns it lost the group; shard 1 still has a handler running.
+  HeartbeatRequest join = a.Request();
+  join.member_epoch = 0;
+  join.owned_shards.clear();
+  join.revoking_shards = {{1, RevokeState::kDraining}};
+  const int writes = h.writes();
+  auto first = Ok(h.Heartbeat(join));
+  ASSERT_EQ(h.writes(), writes + 1);
+  ASSERT_EQ(h.meta().shards[1].owner, "A") << "the join hands the free shard to its target";
+  auto retry = Ok(h.Heartbeat(join));
+  EXPECT_EQ(h.writes(), writes + 1) << "the retry writes nothing";
+  EXPECT_EQ(retry, first) << "a retry on the same state must get the same answer";
+  EXPECT_TRUE(first.revoke_shards.empty());
+  EXPECT_EQ(first.assigned_shards, V({0, 1}));
+}
+
 TEST(Scenario08, AfterSyncDrainingRemovedShardsGetsRevokePendingUntilBlockersClear) {
   // A owned {0,1}; Redis loses B's join and the resulting move; A re-synced, while a
   // member C that Redis forgot still claims shard 1.

@@ -153,6 +153,15 @@ TEST(SimulatorRegression, Seed4460115182493809583_SyncJudgedOnTheWrittenState) {
   ExpectPasses(4460115182493809583ULL);
 }
 
+// Found by the CI sweep on a fresh checkout: a member that expired while its process still
+// drained a shard rejoined reporting that shard DRAINING; the join's own write handed it the
+// free shard, yet the answer listed it as a K4 conflict (DRAIN, judged before the write) while
+// the retry on the same revision got OK (S6). Conflicts are now judged on the written state
+// (Idempotence.RejoinStillDrainingAShardItIsHandedAgainIsAnsweredLikeItsRetry in tests/core).
+TEST(SimulatorRegression, Seed4437484523665089528_ConflictsJudgedOnTheWrittenState) {
+  ExpectPasses(4437484523665089528ULL);
+}
+
 // ── Mutants: build-time protocol bugs the checkers must catch (sim/CMakeLists.txt). ──
 
 struct Mutant {
