@@ -67,7 +67,9 @@ Result<StoredGroup> MemoryStore::Load(const GroupKey& key, TimeMs now_ms) {
   const auto rev_s = field("revision");
   if (!rev_s) return unreadable("field 'revision' is missing");
   const auto rev = ParseInt(*rev_s);
-  if (!rev || *rev < 1) return unreadable("field 'revision' is not a positive integer");
+  if (!rev || *rev < 1 || *rev >= kMaxCounter) {
+    return unreadable("field 'revision' is not an integer in [1, 2^53-1)");
+  }
   const auto agg = field("aggregate");
   if (!agg) return unreadable("field 'aggregate' is missing");
   auto meta = DecodeAggregate(*agg);
@@ -145,7 +147,9 @@ Result<StoreRevision> MemoryStore::Restore(const GroupMetadata& meta, TimeMs now
   data_.index.insert(tag);
   int64_t rev = 0;
   if (auto it = data_.hashes.find(tag); it != data_.hashes.end()) {
-    rev = std::max<int64_t>(0, ParseInt(it->second.fields["revision"]).value_or(0));
+    // As restore.lua: a revision outside [1, 2^53-1) is corrupt and not continued.
+    rev = ParseInt(it->second.fields["revision"]).value_or(0);
+    if (rev < 1 || rev >= kMaxCounter) rev = 0;
   }
   ++rev;
   data_.live.erase(tag);

@@ -42,6 +42,8 @@ std::string_view EventKindName(EventKind k) {
       return "shard_assigned";
     case EventKind::kTargetChanged:
       return "target_changed";
+    case EventKind::kInvariantViolation:
+      return "invariant_violation";
   }
   return "unknown";
 }
@@ -275,6 +277,26 @@ void Stamp(const GroupMetadata& stored, GroupMetadata& next, const Env& env) {
   }
 }
 
+// A decision whose next state breaks an invariant writes nothing: the group fails closed
+// (its requests are answered METADATA_UNREADABLE until an operator restores it) and the
+// process goes on serving every other group. The invariant checks stay: they are what
+// keeps a corrupt or exhausted record (e.g. a restore at metadataVersion 2^63-2, which
+// once aborted every coordinator that decided for the group) from ever being written.
+template <class R>
+Decision<R> FailClosed(const GroupMetadata& stored, const std::string& why,
+                       std::vector<Event> events) {
+  events.push_back(Event{EventKind::kInvariantViolation, "", -1, why});
+  return Decision<R>{
+      std::nullopt,
+      {},
+      MakeError(ErrorCode::kMetadataUnreadable,
+                fmt::format("group {} fails closed: a decision on its stored state would break "
+                            "an invariant ({}); nothing was written; inspect it and restore it "
+                            "(docs/runbook.md \"Metadata key loss or corruption\")",
+                            stored.key.Tag(), why)),
+      std::move(events)};
+}
+
 template <class R>
 Decision<R> Commit(const GroupMetadata& stored, Work&& w, const Env& env, Result<R> response) {
   // An id is never both removed and set: a member removed and re-added in one decision
@@ -293,10 +315,7 @@ Decision<R> Commit(const GroupMetadata& stored, Work&& w, const Env& env, Result
     Stamp(stored, w.next, env);
 #endif
     Status inv = CheckInvariants(w.next);
-    if (!inv.ok()) {
-      std::fprintf(stderr, "decide produced invalid metadata: %s\n", inv.error().message.c_str());
-      RSC_CHECK(inv.ok());
-    }
+    if (!inv.ok()) return FailClosed<R>(stored, inv.error().message, std::move(d.events));
     d.next = std::move(w.next);
   }
   return d;
@@ -395,6 +414,7 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
                                             const HeartbeatPlan& plan) {
   Decision<HeartbeatResponse> d =
       Commit<HeartbeatResponse>(stored, std::move(w), env, HeartbeatResponse{});
+  if (!d.response.ok()) return d;  // failed closed
   const GroupMetadata& view = d.next ? *d.next : stored;
   if (plan.error) {
     d.response = *plan.error;
@@ -887,6 +907,7 @@ Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& liv
   ApplyTime(w, live);
   Settle(w);
   Decision<GroupView> d = Commit<GroupView>(stored, std::move(w), env, GroupView{});
+  if (!d.response.ok()) return d;  // failed closed
   d.response = MakeGroupView(d.next ? *d.next : stored, StoreRevision(0), live, env.now_ms);
   return d;
 }
@@ -929,7 +950,34 @@ Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& en
       return MakeError(ErrorCode::kInvalidRequest, "export holds an invalid member id");
     }
   }
-  RSC_RETURN_IF_ERROR(CheckInvariants(imported));
+  // The codec already checked the invariants (including the counter and time bounds); a
+  // restore also needs room to run: every counter it continues must stay far below
+  // kMaxCounter, or the group would fail closed soon after (and once crashed every
+  // coordinator: metadataVersion 2^63-2 overflowed on the next write).
+  if (Status st = CheckInvariants(imported); !st.ok()) {
+    return MakeError(ErrorCode::kInvalidRequest, "export aggregate: " + st.error().message);
+  }
+  const int64_t room = kMaxCounter - kRestoreHeadroom;
+  auto headroom = [&](std::string_view field, int64_t v) -> Status {
+    if (v > room) {
+      return MakeError(ErrorCode::kInvalidRequest,
+                       fmt::format("export aggregate: {} {} leaves no room to continue (at most "
+                                   "{} in a restore)",
+                                   field, v, room));
+    }
+    return OkStatus();
+  };
+  RSC_RETURN_IF_ERROR(headroom("metadataVersion", imported.version.value()));
+  RSC_RETURN_IF_ERROR(headroom("assignmentEpoch", imported.assignment_epoch.value()));
+  RSC_RETURN_IF_ERROR(headroom("roundsStarted", imported.rounds_started));
+  for (size_t i = 0; i < imported.members.size(); ++i) {
+    RSC_RETURN_IF_ERROR(
+        headroom(fmt::format("members[{}].epoch", i), imported.members[i].epoch.value()));
+  }
+  for (size_t i = 0; i < imported.tombstones.size(); ++i) {
+    RSC_RETURN_IF_ERROR(
+        headroom(fmt::format("tombstones[{}].epoch", i), imported.tombstones[i].epoch.value()));
+  }
   GroupMetadata m = imported;
   // A restore starts a new lineage (L2): the history holds only the restored version, so
   // every client that saw any other (version, token) is answered with SYNC_METADATA.
@@ -942,10 +990,17 @@ Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& en
   m.round = CorrectionRound{++m.rounds_started, env.now_ms, m.version, {}, {}};
   // Only a REVOKED report made after the restore releases a restored revoke: a client
   // behind the restored version counts as merely lagging, not as another lineage.
+  // A drain window never starts in the future (a doctored export could otherwise postpone
+  // the rebalance-timeout fence by centuries).
   for (ShardState& sh : m.shards) {
-    if (sh.revoke_since_ms != 0) sh.revoke_version = m.version.value();
+    if (sh.revoke_since_ms != 0) {
+      sh.revoke_version = m.version.value();
+      sh.revoke_since_ms = std::min<TimeMs>(sh.revoke_since_ms, std::max<TimeMs>(env.now_ms, 1));
+    }
   }
-  RSC_RETURN_IF_ERROR(CheckInvariants(m));
+  if (Status st = CheckInvariants(m); !st.ok()) {
+    return MakeError(ErrorCode::kInvalidRequest, "export aggregate: " + st.error().message);
+  }
   return m;
 }
 

@@ -80,6 +80,9 @@ enum class EventKind {
   kShardReleased,
   kShardAssigned,
   kTargetChanged,
+  // A decision's next state broke an invariant: nothing written, the group fails closed
+  // (METADATA_UNREADABLE) and the process keeps serving the others. Detail: the invariant.
+  kInvariantViolation,
 };
 std::string_view EventKindName(EventKind k);
 

@@ -9,6 +9,78 @@ namespace rsc {
 
 namespace {
 constexpr int64_t kMaxDurationMs = 24LL * 3600 * 1000;
+
+// Counters and times within the ranges metadata.h gives, so no decision's arithmetic on
+// them overflows (a restore with metadataVersion 2^63-2 once aborted every coordinator
+// that decided for its group). Each message names the field.
+Status CheckBounds(const GroupMetadata& m) {
+  auto bad = [](std::string msg) -> Status {
+    return MakeError(ErrorCode::kMetadataUnreadable, std::move(msg));
+  };
+  auto counter = [&](std::string_view field, int64_t v, int64_t min) -> Status {
+    if (v < min || v > kMaxCounter) {
+      return bad(fmt::format("{} {} is outside [{}, {}]", field, v, min, kMaxCounter));
+    }
+    return OkStatus();
+  };
+  auto time = [&](std::string_view field, int64_t v) -> Status {
+    if (v < 0 || v > kMaxTimeMs) {
+      return bad(
+          fmt::format("{} {} is outside [0, {}] (ms since the epoch)", field, v, kMaxTimeMs));
+    }
+    return OkStatus();
+  };
+  RSC_RETURN_IF_ERROR(counter("metadataVersion", m.version.value(), 1));
+  RSC_RETURN_IF_ERROR(counter("assignmentEpoch", m.assignment_epoch.value(), 0));
+  RSC_RETURN_IF_ERROR(counter("roundsStarted", m.rounds_started, 0));
+  RSC_RETURN_IF_ERROR(time("createdMs", m.created_ms));
+  RSC_RETURN_IF_ERROR(time("updatedMs", m.updated_ms));
+  for (size_t i = 0; i < m.lineage_history.size(); ++i) {
+    RSC_RETURN_IF_ERROR(counter(fmt::format("lineageHistory[{}] version", i),
+                                m.lineage_history[i].version.value(), 1));
+  }
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    RSC_RETURN_IF_ERROR(
+        time(fmt::format("shards[{}].revokeSinceMs", i), m.shards[i].revoke_since_ms));
+  }
+  for (size_t i = 0; i < m.members.size(); ++i) {
+    RSC_RETURN_IF_ERROR(
+        counter(fmt::format("members[{}].epoch", i), m.members[i].epoch.value(), 1));
+    RSC_RETURN_IF_ERROR(time(fmt::format("members[{}].joinedMs", i), m.members[i].joined_ms));
+  }
+  for (size_t i = 0; i < m.tombstones.size(); ++i) {
+    RSC_RETURN_IF_ERROR(
+        counter(fmt::format("tombstones[{}].epoch", i), m.tombstones[i].epoch.value(), 0));
+    RSC_RETURN_IF_ERROR(time(fmt::format("tombstones[{}].atMs", i), m.tombstones[i].at_ms));
+  }
+  if (m.round) {
+    RSC_RETURN_IF_ERROR(counter("correctionRound.id", m.round->id, 0));
+    if (m.round->id > m.rounds_started) {
+      return bad(
+          fmt::format("correctionRound.id {} > roundsStarted {}", m.round->id, m.rounds_started));
+    }
+    RSC_RETURN_IF_ERROR(time("correctionRound.startedMs", m.round->started_ms));
+    const int64_t sv = m.round->started_version.value();
+    if (sv < 0 || sv > m.version.value()) {
+      return bad(
+          fmt::format("correctionRound.startedVersion {} is outside [0, metadataVersion]", sv));
+    }
+    for (size_t i = 0; i < m.round->blockers.size(); ++i) {
+      const Blocker& b = m.round->blockers[i];
+      RSC_RETURN_IF_ERROR(time(fmt::format("correctionRound.blockers[{}].untilMs", i), b.until_ms));
+      if (b.since_version < 0) {
+        return bad(
+            fmt::format("correctionRound.blockers[{}].sinceVersion {} < 0", i, b.since_version));
+      }
+    }
+  }
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    if (m.shards[i].revoke_version < 0) {
+      return bad(fmt::format("shards[{}].revokeVersion {} < 0", i, m.shards[i].revoke_version));
+    }
+  }
+  return OkStatus();
+}
 }  // namespace
 
 Status ValidateConfig(const GroupConfig& c) {
@@ -80,6 +152,7 @@ Status CheckInvariants(const GroupMetadata& m) {
     return MakeError(ErrorCode::kMetadataUnreadable, std::move(msg));
   };
   if (m.shard_count < 1) return bad(fmt::format("shardCount {} < 1", m.shard_count));
+  RSC_RETURN_IF_ERROR(CheckBounds(m));
   if (static_cast<int64_t>(m.shards.size()) != m.shard_count) {
     return bad(
         fmt::format("shards has {} entries, shardCount is {}", m.shards.size(), m.shard_count));

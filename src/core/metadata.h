@@ -27,6 +27,18 @@ inline constexpr size_t kTombstoneLimit = 256;
 inline constexpr int64_t kMinLeaseMarginMs = 1000;
 // Largest shard count a group may have.
 inline constexpr int32_t kMaxShards = 4096;
+// Largest value any stored counter (metadataVersion, lineage versions, assignmentEpoch,
+// member and tombstone epochs, round ids, the hash's revision) may hold: 2^53 - 1, the
+// largest integer every JSON reader (and Lua, whose numbers are doubles) represents
+// exactly. Decisions add 1 to these, so int64 arithmetic on them never overflows; a
+// record at the limit fails an invariant and its group fails closed (never the process).
+inline constexpr int64_t kMaxCounter = (int64_t{1} << 53) - 1;
+// A restored document must leave this many increments below kMaxCounter on every counter
+// (a restore that would exhaust the counters is refused with 400, naming the field).
+inline constexpr int64_t kRestoreHeadroom = int64_t{1} << 32;
+// Largest time (ms since the epoch) a record may hold: 9999-12-31T23:59:59.999Z. Times are
+// added to durations of at most a day (config bounds), far from overflowing int64.
+inline constexpr int64_t kMaxTimeMs = 253'402'300'799'999;
 
 struct GroupConfig {
   int64_t heartbeat_interval_ms = 1000;

@@ -53,11 +53,14 @@ bool ParseInteger(std::string_view s, Int* out) {
 }
 
 // Sorted-set scores come back as strings ("1700000000123", or "1.7e+12" for odd writers).
+// A deadline outside [0, kMaxTimeMs] is as unreadable as a non-numeric one (and converting
+// such a double to an integer would be undefined).
 bool ParseScore(const std::string& s, TimeMs* out) {
-  if (ParseInteger(s, out)) return true;
+  if (ParseInteger(s, out)) return *out >= 0 && *out <= kMaxTimeMs;
   char* end = nullptr;
   double d = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || !std::isfinite(d)) return false;
+  if (d < 0 || d > static_cast<double>(kMaxTimeMs)) return false;
   *out = static_cast<TimeMs>(std::llround(d));
   return true;
 }
@@ -256,9 +259,9 @@ Result<StoredGroup> RedisStore::Load(const GroupKey& key, TimeMs now_ms) {
                                     kLayoutVersion));
     }
     if (r[1].IsNil()) return unreadable("field 'revision' is missing");
-    if (!ParseInteger(r[1].str, &revision) || revision < 1) {
-      return unreadable(
-          fmt::format("field 'revision' is not a positive integer: {}", Quoted(r[1])));
+    if (!ParseInteger(r[1].str, &revision) || revision < 1 || revision >= kMaxCounter) {
+      return unreadable(fmt::format("field 'revision' is not an integer in [1, {}): {}",
+                                    kMaxCounter, Quoted(r[1])));
     }
     const std::string token = r[2].IsNil() ? std::string() : r[2].str;
     const int64_t aggregate_len = r[8].integer;
@@ -285,7 +288,8 @@ Result<StoredGroup> RedisStore::Load(const GroupKey& key, TimeMs now_ms) {
 
     Liveness liveness;
     if (!ParseScores(r[6], &liveness.deadline_ms)) {
-      return unreadable(fmt::format("liveness set {} holds a non-numeric deadline", keys[1]));
+      return unreadable(
+          fmt::format("liveness set {} holds a non-numeric or out-of-range deadline", keys[1]));
     }
     const bool full = r[9].integer == 1;
     const auto zcard = static_cast<size_t>(r[7].integer);
@@ -487,8 +491,9 @@ Result<Liveness> RedisStore::LoadAllLiveness(const GroupKey& key) {
   out.complete = true;
   if (!ParseScores(*reply, &out.deadline_ms)) {
     stats_.metadata_unreadable.fetch_add(1, std::memory_order_relaxed);
-    return MakeError(ErrorCode::kMetadataUnreadable,
-                     fmt::format("liveness set {} holds a non-numeric deadline", lkey));
+    return MakeError(
+        ErrorCode::kMetadataUnreadable,
+        fmt::format("liveness set {} holds a non-numeric or out-of-range deadline", lkey));
   }
   return out;
 }

@@ -91,6 +91,10 @@ struct Metrics::Impl {
       CounterFamily(registry, "rsc_metadata_unreadable_total",
                     "Metadata that could not be interpreted (schema/layout/corrupt, L3)");
   Counter& unreadable = unreadable_family.Add({});
+  Family<Counter>& invariant_failures =
+      CounterFamily(registry, "rsc_group_invariant_failures_total",
+                    "Decisions refused because their next state broke an invariant; the group "
+                    "fails closed (METADATA_UNREADABLE) until restored");
   Family<Counter>& missing_family = CounterFamily(
       registry, "rsc_metadata_missing_total", "Indexed groups whose metadata key is missing (L1)");
   Counter& missing = missing_family.Add({});
@@ -166,6 +170,9 @@ void Metrics::SetCorrectionRoundsActive(int64_t rounds) {
 }
 
 void Metrics::OnMetadataUnreadable() { impl_->unreadable.Increment(); }
+void Metrics::OnInvariantFailure(const GroupKey& key) {
+  impl_->invariant_failures.Add(GroupLabels(key)).Increment();
+}
 void Metrics::OnMetadataMissing() { impl_->missing.Increment(); }
 void Metrics::OnRedisCompatFailure() { impl_->compat.Increment(); }
 

@@ -36,6 +36,10 @@
 //   rsc_correction_rounds_active                gauge: groups with an active round
 //   rsc_metadata_unreadable_total               schema/layout/corrupt JSON (L3, M7)
 //   rsc_metadata_missing_total                  indexed group whose key is gone (L1)
+//   rsc_group_invariant_failures_total{stream,group}
+//                                               decisions refused because their next
+//                                               state broke an invariant: the group fails
+//                                               closed, the process serves the others
 //   rsc_redis_compat_failures_total             Redis compatibility check failures (L4)
 //   rsc_redis_policy_warning{kind}              gauge 1 while a policy warning holds
 //                                               (e.g. kind="eviction",
@@ -89,6 +93,7 @@ class Metrics {
   void SetCorrectionRoundsActive(int64_t rounds);
   void OnMetadataUnreadable();
   void OnMetadataMissing();
+  void OnInvariantFailure(const GroupKey& key);
   void OnRedisCompatFailure();
   void SetRedisPolicyWarning(std::string_view kind, bool active);
   void OnScriptReload();

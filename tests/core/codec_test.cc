@@ -86,5 +86,37 @@ TEST(AggregateCodec, InconsistentRevokeVersionIsUnreadable) {
   EXPECT_NE(r.error().message.find("revokeVersion"), std::string::npos) << r.error().message;
 }
 
+// Counters and times outside the ranges decisions can continue from are unreadable on
+// load (L3: fail closed, counted), each message naming the field.
+TEST(AggregateCodec, CountersAndTimesOutOfRangeAreUnreadableNamingTheField) {
+  Revoking t;
+  struct Case {
+    const char* field;
+    void (*doctor)(GroupMetadata&);
+  };
+  const Case cases[] = {
+      {"metadataVersion",
+       [](GroupMetadata& m) {
+         m.version = MetadataVersion(kMaxCounter + 1);
+         m.lineage_history = {LineageEntry{m.version, m.lineage}};
+       }},
+      {"assignmentEpoch",
+       [](GroupMetadata& m) { m.assignment_epoch = AssignmentEpoch(INT64_MAX); }},
+      {"members[0].epoch", [](GroupMetadata& m) { m.members[0].epoch = MemberEpoch(INT64_MAX); }},
+      {"roundsStarted", [](GroupMetadata& m) { m.rounds_started = kMaxCounter + 1; }},
+      {"shards[2].revokeSinceMs",
+       [](GroupMetadata& m) { m.shards[2].revoke_since_ms = INT64_MAX; }},
+      {"members[1].joinedMs", [](GroupMetadata& m) { m.members[1].joined_ms = kMaxTimeMs + 1; }},
+  };
+  for (const Case& c : cases) {
+    GroupMetadata bad = t.h.meta();
+    c.doctor(bad);
+    auto r = DecodeAggregate(EncodeAggregate(bad));
+    ASSERT_FALSE(r.ok()) << c.field;
+    EXPECT_EQ(r.error().code, ErrorCode::kMetadataUnreadable) << c.field;
+    EXPECT_NE(r.error().message.find(c.field), std::string::npos) << r.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace rsc::testing

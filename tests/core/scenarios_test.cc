@@ -524,5 +524,81 @@ TEST(Restore, RejectsInvalidNamesAndConfigAndStartsARound) {
   EXPECT_EQ(good->lineage_history.size(), 1u);
 }
 
+// Issue 8: a restore at metadataVersion 2^63-2 (and the last lineage entry to match) was
+// accepted; the next decision overflowed the version and aborted the process. A restore must
+// leave room on every counter, and say which field does not (400, never 503).
+TEST(Restore, RefusesCountersWithoutHeadroomNamingTheField) {
+  CoreHarness h(2);
+  FakeMember a{"A"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  const int64_t cases[] = {INT64_MAX - 1, kMaxCounter, kMaxCounter - kRestoreHeadroom + 1};
+  for (int64_t v : cases) {
+    GroupMetadata doc = h.meta();
+    doc.version = MetadataVersion(v);
+    doc.lineage_history = {LineageEntry{doc.version, doc.lineage}};
+    auto r = DecideRestore(doc, h.NextEnv());
+    ASSERT_FALSE(r.ok()) << v;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidRequest) << v;
+    EXPECT_NE(r.error().message.find("metadataVersion"), std::string::npos) << r.error().message;
+  }
+  GroupMetadata epochs = h.meta();
+  epochs.members[0].epoch = MemberEpoch(kMaxCounter - 1);
+  auto r = DecideRestore(epochs, h.NextEnv());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidRequest);
+  EXPECT_NE(r.error().message.find("members[0].epoch"), std::string::npos) << r.error().message;
+  GroupMetadata at_room = h.meta();
+  at_room.version = MetadataVersion(kMaxCounter - kRestoreHeadroom);
+  at_room.lineage_history = {LineageEntry{at_room.version, at_room.lineage}};
+  EXPECT_TRUE(DecideRestore(at_room, h.NextEnv()).ok()) << "the bound itself is accepted";
+}
+
+// A drain window in a restored document never starts in the future.
+TEST(Restore, ClampsADrainWindowFromTheFuture) {
+  Rebalanced t;
+  (void)Ok(t.h.Heartbeat(t.a.Request()));  // A drains 2, 3
+  GroupMetadata doc = t.h.meta();
+  for (ShardState& sh : doc.shards) {
+    if (sh.revoke_since_ms != 0) sh.revoke_since_ms = kMaxTimeMs;
+  }
+  auto r = DecideRestore(doc, t.h.NextEnv());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  for (const ShardState& sh : r->shards) EXPECT_LE(sh.revoke_since_ms, t.h.now());
+}
+
+// Issue 8: one group's state that a decision cannot continue (here every counter exhausted)
+// must fail that group closed — an error answer, nothing written, an event for the log and
+// metric — and never abort the process that serves the other groups.
+TEST(FailClosed, ADecisionThatWouldBreakAnInvariantWritesNothingAndAnswersUnreadable) {
+  CoreHarness h(2);
+  FakeMember a{"A"};
+  a.Observe(Ok(h.Heartbeat(a.Request())));
+  GroupMetadata& m = h.mutable_meta();
+  m.version = MetadataVersion(kMaxCounter);
+  m.lineage_history = {LineageEntry{m.version, m.lineage}};
+  ASSERT_TRUE(CheckInvariants(m).ok()) << "a record at the limit still loads";
+  FakeMember b{"B"};
+  auto d = DecideHeartbeat(h.meta(), h.Live(), b.Request(), h.NextEnv());  // a join writes
+  EXPECT_FALSE(d.next.has_value());
+  EXPECT_TRUE(d.liveness.empty());
+  ASSERT_FALSE(d.response.ok());
+  EXPECT_EQ(d.response.error().code, ErrorCode::kMetadataUnreadable);
+  EXPECT_NE(d.response.error().message.find("orders:billing"), std::string::npos);
+  bool flagged = false;
+  for (const Event& e : d.events) flagged = flagged || e.kind == EventKind::kInvariantViolation;
+  EXPECT_TRUE(flagged);
+  // The tick that would end a round, expire a member or fence fails closed the same way.
+  h.Advance(h.meta().config.member_lease_ms + 1);
+  auto tick = DecideTick(h.meta(), h.Live(), h.NextEnv());
+  EXPECT_FALSE(tick.next.has_value());
+  ASSERT_FALSE(tick.response.ok());
+  EXPECT_EQ(tick.response.error().code, ErrorCode::kMetadataUnreadable);
+  PatchGroupRequest grow;
+  grow.shard_count = 3;
+  auto patch = DecidePatch(h.meta(), h.Live(), grow, h.NextEnv());
+  EXPECT_FALSE(patch.next.has_value());
+  EXPECT_FALSE(patch.response.ok());
+}
+
 }  // namespace
 }  // namespace rsc::testing

@@ -319,5 +319,68 @@ TEST_F(AdminTest, ExportThenRestoreIntoDeletedGroupMakesClientsResync) {
   EXPECT_EQ(JsonInt(older.json, "metadataVersion"), JsonInt(Describe(), "metadataVersion"));
 }
 
+// Issue 8 (severe): a restore document with metadataVersion 2^63-2 was accepted (200) and the
+// next decision on the group aborted the process, and every coordinator restarted against
+// that Redis. Now such a document is a 400 naming the field; and a group whose stored state a
+// decision cannot continue (here: at the counter limit, written behind the coordinator's back)
+// fails closed alone — its requests get METADATA_UNREADABLE, the event is logged with the
+// group and counted — while the process serves every other group.
+TEST_F(AdminTest, RestoreWithoutHeadroomIs400AndAnExhaustedGroupFailsClosedAlone) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 2, ShortLeases()));
+  ASSERT_TRUE(CreateGroup(*http_, kP, "other", 2));
+  Consumer a("a"), o("o");
+  ASSERT_EQ(Beat(*http_, a, kP, kG).status, 200);
+  ASSERT_EQ(Beat(*http_, o, kP, "other").status, 200);
+  HttpResult exported = http_->Get(GroupPath(kP, kG) + "/export");
+  ASSERT_EQ(exported.status, 200) << exported.Describe();
+
+  auto doctored = [&](int64_t version) {
+    json::value doc = exported.json;
+    json::object& agg = doc.as_object().at("aggregate").as_object();
+    agg["metadataVersion"] = version;
+    agg["lineageHistory"] = json::array{json::array{version, agg.at("lineage")}};
+    return json::serialize(doc);
+  };
+  for (int64_t v : {INT64_MAX - 1, INT64_MAX}) {
+    HttpResult r = http_->Post("/v1/groups/restore", doctored(v));
+    EXPECT_EQ(r.status, 400) << r.Describe();
+    EXPECT_EQ(r.ErrorCode(), "INVALID_REQUEST") << r.Describe();
+    EXPECT_NE(r.body.find("metadataVersion"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(JsonInt(Describe(), "metadataVersion"),
+            JsonInt(exported.json.at("aggregate"), "metadataVersion"))
+      << "a refused restore writes nothing";
+
+  // The stored aggregate at the last version a record may hold (2^53 - 1): it loads, but no
+  // decision can write after it.
+  json::value agg = json::parse(HGet(*cli_, MetadataKey(kP, kG), "aggregate"));
+  const int64_t limit = (int64_t{1} << 53) - 1;
+  agg.as_object()["metadataVersion"] = limit;
+  agg.as_object()["lineageHistory"] =
+      json::array{json::array{limit, agg.as_object().at("lineage")}};
+  ASSERT_EQ(cli_->Run({"HSET", MetadataKey(kP, kG), "aggregate", json::serialize(agg)}).integer, 0);
+  ASSERT_EQ(cli_->Run({"HDEL", MetadataKey(kP, kG), "writeToken"}).integer, 1);
+  Consumer b("b");
+  HttpResult join = Beat(*http_, b, kP, kG);
+  EXPECT_EQ(join.status, 503) << join.Describe();
+  EXPECT_EQ(join.ErrorCode(), "METADATA_UNREADABLE") << join.Describe();
+  EXPECT_NE(join.body.find("fails closed"), std::string::npos) << join.body;
+  EXPECT_EQ(JsonInt(Describe(), "metadataVersion"), limit) << "nothing was written";
+  // Ticks keep failing closed for that group (a's 3 s lease ends: the expiry cannot be
+  // written), and the other group is served throughout.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        HttpResult r = Beat(*http_, o, kP, "other");
+        EXPECT_EQ(r.status, 200) << r.Describe();
+        return Metric(*http_, "rsc_group_invariant_failures_total", "group=\"g\"") >= 3;
+      },
+      15s, "ticks to fail closed on the exhausted group (expiring a)", 200ms));
+  EXPECT_TRUE(coord_->running());
+  EXPECT_FALSE(coord_->WaitExit(0ms).has_value()) << coord_->LogTail(20);
+  EXPECT_EQ(http_->Get("/healthz").status, 200);
+  EXPECT_TRUE(coord_->LogContains("event=invariant_violation group=admin:g"))
+      << coord_->LogTail(20);
+}
+
 }  // namespace
 }  // namespace rsc::integration

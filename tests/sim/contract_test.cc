@@ -208,6 +208,24 @@ const std::vector<NamedScript>& Scripts() {
          t.push_back(Trace(s.Restore(Meta(1), kNow)));
          return t;
        }},
+      {"OutOfRangeRevisionIsUnreadableAndARestoreStartsAtOne",
+       [](Backend& b) {
+         // A revision no coordinator can have loaded (beyond 2^53-1, where Lua's doubles
+         // stop being exact) fails closed, and a restore over it starts afresh.
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Create(Meta(1), kNow)));
+         b.RawSetField(kKey, "revision", "9007199254740993");
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         b.RawSetField(kKey, "revision", "-4");
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         t.push_back(Trace(s.Restore(Meta(1), kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         b.RawSetField(kKey, "revision", "9007199254740990");
+         t.push_back(Trace(s.Load(kKey, kNow)));
+         t.push_back(Trace(s.Restore(Meta(1), kNow)));
+         return t;
+       }},
       {"LivenessRenewalNeverShortensADeadline",
        [](Backend& b) {
          // A coordinator paused inside its section (mutex expired) writes a deadline from
@@ -279,7 +297,7 @@ TEST(ContractExpectations, LivenessRenewalNeverShortensADeadline) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 7),
+INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 8),
                          [](const auto& info) { return std::string(Scripts()[info.param].name); });
 
 }  // namespace

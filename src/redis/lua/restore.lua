@@ -4,11 +4,13 @@
 -- ARGV[1] aggregate JSON  ARGV[2] schemaVersion  ARGV[3] layoutVersion
 -- ARGV[4] updatedAt (ms)  ARGV[5] writeToken
 -- Reply: the new revision.
+-- A revision that is not an integer below 2^53 - 1 (corrupt: no coordinator can have
+-- loaded it, so no CAS is prepared against it) is not continued: the restore starts at 1.
 local rev = 0
 if redis.call('TYPE', KEYS[1]).ok == 'hash' then
   local stored = tonumber(redis.call('HGET', KEYS[1], 'revision') or '0')
-  if stored ~= nil and stored > 0 then
-    rev = math.floor(stored)
+  if stored ~= nil and stored > 0 and stored < 9007199254740991 and stored == math.floor(stored) then
+    rev = stored
   end
 end
 rev = rev + 1
