@@ -172,7 +172,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
     }
-    (void)DecideRouting(state, state.version.value() + (op & 1), "x");
+    (void)DecideRouting(state, state.version.value() + (op & 1), "x", now);
   }
   return 0;
 }

@@ -53,7 +53,8 @@ bj::value AggregateToJson(const GroupMetadata& m) {
                                     {"epoch", t.epoch.value()},
                                     {"fenced", t.fenced},
                                     {"left", t.left},
-                                    {"atMs", t.at_ms}});
+                                    {"atMs", t.at_ms},
+                                    {"claimed", t.claimed}});
   }
   bj::value round = nullptr;
   if (m.round) {
@@ -87,7 +88,9 @@ bj::value AggregateToJson(const GroupMetadata& m) {
                     {"members", std::move(members)},
                     {"tombstones", std::move(tombstones)},
                     {"correctionRound", std::move(round)},
-                    {"roundsStarted", m.rounds_started}};
+                    {"roundsStarted", m.rounds_started},
+                    {"lineageKey", m.lineage_key},
+                    {"lineageKeySinceMs", m.lineage_key_since_ms}};
 }
 
 Result<GroupConfig> ConfigFromJson(const bj::object& o, const std::string& path, ErrorCode code) {
@@ -142,6 +145,9 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
   RSC_ASSIGN_OR_RETURN(m.created_ms, r.Int("createdMs", 0, kMaxInt));
   RSC_ASSIGN_OR_RETURN(m.updated_ms, r.Int("updatedMs", 0, kMaxInt));
   RSC_ASSIGN_OR_RETURN(m.rounds_started, r.Int("roundsStarted", 0, kMaxInt));
+  // Absent in records written before tokens were keyed (see lineage_token.h).
+  RSC_ASSIGN_OR_RETURN(m.lineage_key, r.StrOr("lineageKey", kMaxId, ""));
+  RSC_ASSIGN_OR_RETURN(m.lineage_key_since_ms, r.IntOr("lineageKeySinceMs", 0, kMaxInt, 0));
 
   RSC_ASSIGN_OR_RETURN(const bj::array* shards, r.Arr("shards"));
   for (size_t i = 0; i < shards->size(); ++i) {
@@ -185,6 +191,7 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
     RSC_ASSIGN_OR_RETURN(t.fenced, tr.BoolOr("fenced", false));
     RSC_ASSIGN_OR_RETURN(t.left, tr.BoolOr("left", false));
     RSC_ASSIGN_OR_RETURN(t.at_ms, tr.Int("atMs", 0, kMaxInt));
+    RSC_ASSIGN_OR_RETURN(t.claimed, tr.BoolOr("claimed", false));
     m.tombstones.push_back(std::move(t));
   }
   const bj::value* round = r.Find("correctionRound");

@@ -7,6 +7,7 @@
 
 #include "core/assignment.h"
 #include "core/check.h"
+#include "core/lineage_token.h"
 
 namespace rsc {
 
@@ -28,6 +29,8 @@ std::string_view EventKindName(EventKind k) {
       return "version_regression";
     case EventKind::kLineageDivergence:
       return "lineage_divergence";
+    case EventKind::kUnprovenVersion:
+      return "unproven_version";
     case EventKind::kRoundStarted:
       return "round_started";
     case EventKind::kRoundEnded:
@@ -48,14 +51,27 @@ std::string_view EventKindName(EventKind k) {
   return "unknown";
 }
 
-VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version,
-                                const std::string& lineage) {
-  if (version > m.version.value()) return VersionCheck::kAhead;
+bool LineageProven(const GroupMetadata& m, int64_t version, const std::string& lineage,
+                   TimeMs now_ms) {
+  if (m.lineage_key.empty()) return true;  // a record from before keys: as before
+  // Young key: a client may still hold a token the group issued under an earlier key (the
+  // group was lost and created again, or got its key after the client's last answer). Its
+  // lease from that time ends within one member lease of the key's first write.
+  if (now_ms < m.lineage_key_since_ms + m.config.member_lease_ms) return true;
+  return VerifyLineageToken(m.lineage_key, m.key, version, lineage);
+}
+
+VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version, const std::string& lineage,
+                                TimeMs now_ms) {
+  auto evidence = [&](VersionCheck vc) {
+    return LineageProven(m, version, lineage, now_ms) ? vc : VersionCheck::kUnproven;
+  };
+  if (version > m.version.value()) return evidence(VersionCheck::kAhead);
   if (version == 0 && lineage.empty()) return VersionCheck::kLagging;  // fresh process
   const auto& h = m.lineage_history;
   if (!h.empty() && version >= h.front().version.value()) {
     const auto& e = h[static_cast<size_t>(version - h.front().version.value())];
-    if (e.token != lineage) return VersionCheck::kDiverged;
+    if (e.token != lineage) return evidence(VersionCheck::kDiverged);
     return version == m.version.value() ? VersionCheck::kCurrent : VersionCheck::kLagging;
   }
   return VersionCheck::kLagging;  // older than the window: ordinary lag (M8)
@@ -253,10 +269,20 @@ void ApplyTime(Work& w, const Liveness& live) {
   }
 }
 
+// The token of `m.version`: keyed when the group has a key (core/lineage_token.h).
+std::string NewLineage(const GroupMetadata& m, const Env& env) {
+  if (m.lineage_key.empty()) return env.fresh_lineage;
+  return IssueLineageToken(m.lineage_key, m.key, m.version.value(), env.fresh_lineage);
+}
+
 // Stamps version, lineage and history onto `next` (called once per committing decision).
 void Stamp(const GroupMetadata& stored, GroupMetadata& next, const Env& env) {
   next.version = MetadataVersion(stored.version.value() + 1);
-  next.lineage = env.fresh_lineage;
+  if (next.lineage_key.empty() && !env.fresh_key.empty()) {  // a record from before keys
+    next.lineage_key = env.fresh_key;
+    next.lineage_key_since_ms = env.now_ms;
+  }
+  next.lineage = NewLineage(next, env);
   next.updated_ms = env.now_ms;
   next.lineage_history.push_back(LineageEntry{next.version, next.lineage});
   while (next.lineage_history.size() > kLineageWindow) {
@@ -345,6 +371,40 @@ void RecordBlocker(Work& w, int32_t shard, const MemberId& member, TimeMs until)
   w.Emit(EventKind::kBlockerRecorded, member.str(), shard);
 }
 
+bool IsRegression(VersionCheck vc);
+
+// Whether the shard claims of a member unknown to the stored state may be recorded as
+// blockers. Such a claimant is reading under a grant Redis lost, or it is confused or lying;
+// what it can hold back is bounded either way:
+// - a claim with a token this group never issued (unproven) is not evidence of anything;
+// - an incarnation the stored state already removed (tombstone epoch >= its epoch: it
+//   expired — K2 ended its lease —, left, was replaced, or already had its claims blocked
+//   once) holds no lease that needs protecting, and must not renew its blockers;
+// - with proven evidence of lost writes (ahead or diverged), the claim is recorded: the
+//   grant it read under was lost, and its lease ends within one member lease;
+// - otherwise (its version is ordinary lag) only during the first member lease of an active
+//   round: a grant lost to the rollback that round answers was made before the round
+//   began, so any lease from it has ended by then.
+bool UnknownClaimMayBlock(const GroupMetadata& m, VersionCheck vc, const HeartbeatRequest& req,
+                          TimeMs now) {
+  if (vc == VersionCheck::kUnproven) return false;
+  const Tombstone* tomb = m.FindTombstone(req.member_id);
+  if (tomb && tomb->epoch.value() >= req.member_epoch) return false;
+  if (IsRegression(vc)) return true;
+  return m.round && now < m.round->started_ms + m.config.member_lease_ms;
+}
+
+// Tombstones an unknown claimant's incarnation once its claims are blocked, so they are
+// never recorded again (UnknownClaimMayBlock). It is answered UNKNOWN_MEMBER_ID and rejoins
+// with a higher epoch.
+void MarkClaimed(GroupMetadata& m, const MemberId& id, MemberEpoch epoch, TimeMs now) {
+  std::erase_if(m.tombstones, [&](const Tombstone& t) { return t.id == id; });
+  Tombstone t{id, epoch, /*fenced=*/false, /*left=*/false, now};
+  t.claimed = true;
+  m.tombstones.push_back(std::move(t));
+  while (m.tombstones.size() > kTombstoneLimit) m.tombstones.erase(m.tombstones.begin());
+}
+
 HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
                           const std::vector<int32_t>& conflicts, bool sync) {
   HeartbeatResponse r;
@@ -407,6 +467,7 @@ struct HeartbeatPlan {
 };
 
 bool IsRegression(VersionCheck vc);
+bool NeedsSync(VersionCheck vc);
 std::vector<int32_t> Conflicts(const GroupMetadata& m, const MemberId& id,
                                const HeartbeatRequest& req);
 
@@ -425,8 +486,10 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
   // regression is not answered SYNC_METADATA here either.
   const bool regression = false;
 #else
+  // Ahead, diverged or unproven: the answer is the stored truth (M2), whether or not the
+  // claim is evidence.
   const bool regression =
-      IsRegression(CheckClientVersion(view, plan.client_version, plan.client_lineage));
+      NeedsSync(CheckClientVersion(view, plan.client_version, plan.client_lineage, env.now_ms));
 #endif
   const Member* mem = view.FindMember(plan.member);
   if (plan.left || !mem) {
@@ -526,9 +589,13 @@ std::vector<int32_t> Conflicts(const GroupMetadata& m, const MemberId& id,
   return out;
 }
 
+// Evidence that Redis lost writes (M2, M8): starts a round, records blockers.
 bool IsRegression(VersionCheck vc) {
   return vc == VersionCheck::kAhead || vc == VersionCheck::kDiverged;
 }
+
+// The client is told the stored truth: evidence, or a claim this group never issued.
+bool NeedsSync(VersionCheck vc) { return IsRegression(vc) || vc == VersionCheck::kUnproven; }
 
 void EmitRegression(Work& w, VersionCheck vc, const std::string& who, int64_t version) {
   if (vc == VersionCheck::kAhead) {
@@ -537,6 +604,11 @@ void EmitRegression(Work& w, VersionCheck vc, const std::string& who, int64_t ve
   } else if (vc == VersionCheck::kDiverged) {
     w.Emit(EventKind::kLineageDivergence, who, -1,
            fmt::format("client version {} lineage differs from stored history", version));
+  } else if (vc == VersionCheck::kUnproven) {
+    w.Emit(EventKind::kUnprovenVersion, who, -1,
+           fmt::format("client version {} (stored {}) with a token this group never issued: "
+                       "told the stored truth, not taken as lost writes",
+                       version, w.next.version.value()));
   }
 }
 
@@ -555,7 +627,7 @@ bool IsSteadyHeartbeat(const GroupMetadata& m, const Liveness& live, const Heart
   if (m.round || req.member_epoch <= 0) return false;
   const Member* mem = m.FindMember(req.member_id);
   if (!mem || mem->fenced || mem->leaving || mem->epoch.value() != req.member_epoch) return false;
-  const VersionCheck vc = CheckClientVersion(m, req.metadata_version, req.lineage);
+  const VersionCheck vc = CheckClientVersion(m, req.metadata_version, req.lineage, now);
   if (vc != VersionCheck::kCurrent && vc != VersionCheck::kLagging) return false;
   // Nothing due: no expiry (complete maps list everyone; partial maps only due entries).
   if (live.complete) {
@@ -637,15 +709,18 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
   plan.member = req.member_id;
   ApplyTime(w, live);
   GroupMetadata& m = w.next;
-  const VersionCheck vc = CheckClientVersion(stored, req.metadata_version, req.lineage);
+  const VersionCheck vc = CheckClientVersion(stored, req.metadata_version, req.lineage, env.now_ms);
 #if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
   // MUTANT (built only as sim/ rsc-sim-mutant-bump_version_on_rollback): trust the client —
   // raise the stored version to the one it reports instead of answering SYNC_METADATA.
   const bool regression = false;
   if (vc == VersionCheck::kAhead) w.bump_to = req.metadata_version;
 #else
-  const bool regression = IsRegression(vc);
+  const bool regression = IsRegression(vc);  // evidence of lost writes: rounds, blockers
 #endif
+  // Nothing an unproven request says changes state: no REVOKED report applies, no claim
+  // blocks, and it never counts as synced. Its answer is the stored truth (CommitHeartbeat).
+  const bool untrusted = regression || vc == VersionCheck::kUnproven;
   EmitRegression(w, vc, req.member_id.str(), req.metadata_version);
   const TimeMs deadline = env.now_ms + m.config.member_lease_ms;
 
@@ -676,7 +751,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
     if (!fenced) w.liveness.set.emplace_back(req.member_id.str(), deadline);
     Settle(w);
     if (m.FindMember(req.member_id)) {
-      ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, regression);
+      ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, untrusted);
       Settle(w);
     }
     plan.left = m.FindMember(req.member_id) == nullptr;
@@ -751,16 +826,18 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
   } else {
     // ── heartbeat of an existing member ──
     if (!mem) {
-      const Tombstone* tomb = m.FindTombstone(req.member_id);
-      // A member unknown to the stored state that claims shards after a regression may be
-      // reading them under ownership Redis lost: block those shards until its lease must
-      // have ended (M5), and tell it to drop everything.
+      // A member unknown to the stored state that claims shards may be reading them under
+      // ownership Redis lost: block those shards until its lease must have ended (M5), and
+      // tell it to drop everything. What such a claimant can block is bounded
+      // (UnknownClaimMayBlock) and never renewed: its incarnation is tombstoned `claimed`.
       std::vector<int32_t> claims = Conflicts(m, req.member_id, req);
-      if ((regression || m.round) && !claims.empty()) {
+      if (!claims.empty() && UnknownClaimMayBlock(m, vc, req, env.now_ms)) {
         if (regression) StartRoundIfNeeded(w);
         for (int32_t s : claims) RecordBlocker(w, s, req.member_id, deadline);
+        MarkClaimed(m, req.member_id, MemberEpoch(req.member_epoch), env.now_ms);
       }
       Settle(w);
+      const Tombstone* tomb = m.FindTombstone(req.member_id);
       if (tomb && tomb->left) {
         plan.left = true;  // it left cleanly; a late heartbeat is told so again
         return CommitHeartbeat(stored, std::move(w), env, plan);
@@ -788,13 +865,15 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
 
   // ── a live member's heartbeat (or join) ──
   w.liveness.set.emplace_back(req.member_id.str(), deadline);
-  ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, regression);
+  ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, untrusted);
   plan.request = &req;
   if (regression) StartRoundIfNeeded(w);
   if (m.round) {
-    for (int32_t s : Conflicts(m, req.member_id, req)) RecordBlocker(w, s, req.member_id, 0);
+    if (vc != VersionCheck::kUnproven) {
+      for (int32_t s : Conflicts(m, req.member_id, req)) RecordBlocker(w, s, req.member_id, 0);
+    }
     // The answer is SYNC_METADATA unless the member has synced (judged in CommitHeartbeat).
-    if (!regression && SyncedWith(*m.round, req.metadata_version)) {
+    if (!untrusted && SyncedWith(*m.round, req.metadata_version)) {
       auto& sv = m.round->synced;
       auto it = std::lower_bound(sv.begin(), sv.end(), req.member_id);
       if (it == sv.end() || *it != req.member_id) sv.insert(it, req.member_id);
@@ -814,9 +893,9 @@ Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, con
 }
 
 Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,
-                                        const std::string& observed_lineage) {
-  Work w{stored, {}, {}, 0};
-  const VersionCheck vc = CheckClientVersion(stored, observed_version, observed_lineage);
+                                        const std::string& observed_lineage, TimeMs now_ms) {
+  Work w{stored, {}, {}, now_ms};
+  const VersionCheck vc = CheckClientVersion(stored, observed_version, observed_lineage, now_ms);
   EmitRegression(w, vc, "producer", observed_version);
   RoutingResponse r;
   r.metadata_version = stored.version.value();
@@ -827,7 +906,7 @@ Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t obs
   }
   r.routing_lease_ms = stored.config.routing_lease_ms;
   r.refresh_interval_ms = stored.config.routing_refresh_ms;
-  r.sync = IsRegression(vc);
+  r.sync = NeedsSync(vc);
   return Decision<RoutingResponse>{std::nullopt, {}, r, std::move(w.events)};
 }
 
@@ -848,7 +927,9 @@ Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env
   m.shard_count = req.shard_count;
   m.config = req.config;
   m.version = MetadataVersion(1);
-  m.lineage = env.fresh_lineage;
+  m.lineage_key = env.fresh_key;
+  m.lineage_key_since_ms = env.now_ms;
+  m.lineage = NewLineage(m, env);
   m.lineage_history = {LineageEntry{m.version, m.lineage}};
   m.assignment_epoch = AssignmentEpoch(1);
   m.created_ms = env.now_ms;
@@ -982,7 +1063,13 @@ Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& en
   // A restore starts a new lineage (L2): the history holds only the restored version, so
   // every client that saw any other (version, token) is answered with SYNC_METADATA.
   m.version = MetadataVersion(imported.version.value() + 1);
-  m.lineage = env.fresh_lineage;
+  // The group's key travels in its export, so tokens issued before the restore still prove
+  // themselves; an export from before keys gets a fresh one.
+  if (m.lineage_key.empty() && !env.fresh_key.empty()) {
+    m.lineage_key = env.fresh_key;
+    m.lineage_key_since_ms = env.now_ms;
+  }
+  m.lineage = NewLineage(m, env);
   m.lineage_history = {LineageEntry{m.version, m.lineage}};
   m.updated_ms = env.now_ms;
   // A restore is an explicit rollback: run a correction round at once, so no member gets

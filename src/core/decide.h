@@ -60,7 +60,11 @@ namespace rsc {
 // Frozen inputs a shell supplies per attempt.
 struct Env {
   TimeMs now_ms = 0;
-  std::string fresh_lineage;  // token for the version this decision commits, if it commits
+  std::string fresh_lineage;  // random nonce for the token of the version this decision commits
+  // A fresh random secret, used only when the group has no lineage key yet (create, restore
+  // of an older export, the first write of an older record). Empty: the group stays
+  // without one (every claimed version is then taken as genuine, as before keys existed).
+  std::string fresh_key;
 };
 
 // Facts a decision reports for logs and metrics (SPEC §11). Never affects the state.
@@ -73,6 +77,9 @@ enum class EventKind {
   kMemberFenced,
   kVersionRegression,  // client version > stored (M2, M9)
   kLineageDivergence,  // same/windowed version, other lineage token (M8)
+  // A client version ahead or diverged whose token this group never issued: answered with
+  // the stored truth, but not taken as evidence of lost writes (lineage_token.h).
+  kUnprovenVersion,
   kRoundStarted,
   kRoundEnded,
   kBlockerRecorded,
@@ -116,7 +123,7 @@ Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, con
 
 // Producer routing refresh (§5.1). Never writes (I3); `sync` per R5.1.
 Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,
-                                        const std::string& observed_lineage);
+                                        const std::string& observed_lineage, TimeMs now_ms);
 
 // Admin: create a new group aggregate (validated names, shard count, config).
 Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env);
@@ -141,8 +148,14 @@ struct MemberShards {
 MemberShards ShardsOf(const GroupMetadata& m, const MemberId& id);
 
 // Classification of a client's (version, lineage) against the stored history (M2, M8).
-enum class VersionCheck { kCurrent, kLagging, kAhead, kDiverged };
-VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version,
-                                const std::string& lineage);
+// kAhead / kDiverged: evidence that Redis lost writes (the token proves this group issued
+// it, core/lineage_token.h). kUnproven: ahead or diverged, but the token does not verify —
+// the client is told the stored truth (SYNC_METADATA, `sync: true`), nothing more.
+enum class VersionCheck { kCurrent, kLagging, kAhead, kDiverged, kUnproven };
+VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version, const std::string& lineage,
+                                TimeMs now_ms);
+// Whether a claim of (version, token) counts as issued by this group (see lineage_key).
+bool LineageProven(const GroupMetadata& m, int64_t version, const std::string& lineage,
+                   TimeMs now_ms);
 
 }  // namespace rsc

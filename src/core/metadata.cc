@@ -34,6 +34,11 @@ Status CheckBounds(const GroupMetadata& m) {
   RSC_RETURN_IF_ERROR(counter("assignmentEpoch", m.assignment_epoch.value(), 0));
   RSC_RETURN_IF_ERROR(counter("roundsStarted", m.rounds_started, 0));
   RSC_RETURN_IF_ERROR(time("createdMs", m.created_ms));
+  RSC_RETURN_IF_ERROR(time("lineageKeySinceMs", m.lineage_key_since_ms));
+  if (!m.lineage_key.empty() && (m.lineage_key.size() < 16 || m.lineage_key.size() > 64)) {
+    return bad(
+        fmt::format("lineageKey must be empty or 16..64 characters, has {}", m.lineage_key.size()));
+  }
   RSC_RETURN_IF_ERROR(time("updatedMs", m.updated_ms));
   for (size_t i = 0; i < m.lineage_history.size(); ++i) {
     RSC_RETURN_IF_ERROR(counter(fmt::format("lineageHistory[{}] version", i),

@@ -87,6 +87,10 @@ struct Tombstone {
   bool fenced = false;  // true: later heartbeats get FENCED_MEMBER_EPOCH, else UNKNOWN_MEMBER_ID
   bool left = false;    // left cleanly: a retried leave or heartbeat is answered "left" again
   TimeMs at_ms = 0;
+  // Written for a member unknown to the stored state whose shard claims were recorded as
+  // blockers: later claims of that incarnation (epoch <= this one) record nothing more, so
+  // an unknown claimant blocks for one member lease, never indefinitely.
+  bool claimed = false;
   bool operator==(const Tombstone&) const = default;
 };
 
@@ -121,6 +125,15 @@ struct LineageEntry {
 
 struct GroupMetadata {
   GroupKey key;
+  // The group's secret for lineage tokens (core/lineage_token.h): a claimed version whose
+  // token verifies under it was issued by this group's coordinators. Written once (at
+  // create, restore, or the first write of a record from before it existed), never shown
+  // outside exports. Empty in such older records: every claim is then taken as genuine.
+  std::string lineage_key;
+  // When lineage_key was written: for one member lease after it, claims it cannot verify
+  // are still taken as genuine (a client may hold a token the group issued before it had
+  // this key, e.g. the group was lost and created again while its consumers ran).
+  TimeMs lineage_key_since_ms = 0;
   int32_t shard_count = 0;
   GroupConfig config;
   MetadataVersion version;                    // +1 on every committed aggregate write

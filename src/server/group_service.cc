@@ -84,7 +84,9 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
       observer_.OnLoadError(key, loaded.error());
       return loaded.error();
     }
-    Env env{now, tokens_.NewToken()};
+    // A key is drawn only for a group that has none yet (core/lineage_token.h).
+    Env env{now, tokens_.NewToken(),
+            loaded->meta->lineage_key.empty() ? tokens_.NewToken() : std::string()};
     auto d = decide(*loaded->meta, loaded->liveness, env, loaded->revision);
     observer_.OnEvents(key, d.events);
     if (!d.next && d.liveness.empty()) {
@@ -168,7 +170,7 @@ std::vector<Result<HeartbeatResponse>> GroupService::RunHeartbeatBatch(
         Liveness live = loaded_live;
         for (size_t i = 0; i < batch.size(); ++i) {
           // One fresh lineage token per decision: each committed version gets its own.
-          Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken()};
+          Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken(), env.fresh_key};
           auto d = DecideHeartbeat(*state, live, *batch[i]->req, step);
           ApplyLiveness(live, d.liveness);
           MergeLiveness(out.liveness, d.liveness);
@@ -228,19 +230,21 @@ Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
 Result<RoutingResponse> GroupService::Routing(const GroupKey& key, int64_t observed_version,
                                               const std::string& lineage) {
   // No mutex: routing never writes (I3) and reads one atomic snapshot of the hash.
-  auto loaded = store_.Load(key, clock_.NowMs());
+  const TimeMs now = clock_.NowMs();
+  auto loaded = store_.Load(key, now);
   if (!loaded.ok()) {
     observer_.OnLoadError(key, loaded.error());
     return loaded.error();
   }
-  auto d = DecideRouting(*loaded->meta, observed_version, lineage);
+  auto d = DecideRouting(*loaded->meta, observed_version, lineage, now);
   observer_.OnEvents(key, d.events);
   return std::move(d.response);
 }
 
 Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
   const TimeMs now = clock_.NowMs();
-  RSC_ASSIGN_OR_RETURN(GroupMetadata meta, DecideCreate(req, Env{now, tokens_.NewToken()}));
+  RSC_ASSIGN_OR_RETURN(GroupMetadata meta,
+                       DecideCreate(req, Env{now, tokens_.NewToken(), tokens_.NewToken()}));
   RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Create(meta, now));
   return MakeGroupView(meta, rev, Liveness{}, now);
 }
@@ -307,7 +311,8 @@ Result<std::string> GroupService::ExportGroup(const GroupKey& key) {
 Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
   RSC_ASSIGN_OR_RETURN(ExportDoc doc, DecodeExport(export_json));
   const TimeMs now = clock_.NowMs();
-  RSC_ASSIGN_OR_RETURN(GroupMetadata meta, DecideRestore(doc.meta, Env{now, tokens_.NewToken()}));
+  RSC_ASSIGN_OR_RETURN(GroupMetadata meta,
+                       DecideRestore(doc.meta, Env{now, tokens_.NewToken(), tokens_.NewToken()}));
   std::shared_ptr<std::mutex> monitor = MonitorFor(meta.key);
   std::lock_guard<std::mutex> local(*monitor);
   RSC_ASSIGN_OR_RETURN(auto token, store_.Lock(meta.key, options_.lock_ttl, options_.lock_wait));

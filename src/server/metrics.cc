@@ -84,6 +84,11 @@ struct Metrics::Impl {
       CounterFamily(registry, "rsc_client_version_ahead_total",
                     "Requests whose client-observed metadata version exceeds the stored one");
   Counter& client_ahead = client_ahead_family.Add({});
+  Family<Counter>& unproven_family = CounterFamily(
+      registry, "rsc_unproven_client_versions_total",
+      "Requests claiming a version ahead of or diverging from the store with a lineage token "
+      "the group never issued (answered with the stored truth, not taken as lost writes)");
+  Counter& unproven = unproven_family.Add({});
   Family<Gauge>& rounds_family = GaugeFamily(registry, "rsc_correction_rounds_active",
                                              "Groups with an active correction round");
   Gauge& rounds = rounds_family.Add({});
@@ -164,6 +169,7 @@ void Metrics::OnRegression(std::string_view kind) {
 }
 
 void Metrics::OnClientVersionAhead() { impl_->client_ahead.Increment(); }
+void Metrics::OnUnprovenVersion() { impl_->unproven.Increment(); }
 
 void Metrics::SetCorrectionRoundsActive(int64_t rounds) {
   impl_->rounds.Set(static_cast<double>(rounds));

@@ -33,6 +33,10 @@
 //                                               or "diverged" (lineage mismatch, M8)
 //   rsc_client_version_ahead_total              heartbeats/routing calls whose reported
 //                                               version is above the stored one
+//   rsc_unproven_client_versions_total          requests claiming a version ahead of or
+//                                               diverging from the store with a lineage
+//                                               token the group never issued: told the
+//                                               stored truth, not taken as lost writes
 //   rsc_correction_rounds_active                gauge: groups with an active round
 //   rsc_metadata_unreadable_total               schema/layout/corrupt JSON (L3, M7)
 //   rsc_metadata_missing_total                  indexed group whose key is gone (L1)
@@ -90,6 +94,7 @@ class Metrics {
   void ForgetGroup(const GroupKey& key);     // drops the per-group series (deleted group)
   void OnRegression(std::string_view kind);  // "ahead" | "diverged"
   void OnClientVersionAhead();
+  void OnUnprovenVersion();
   void SetCorrectionRoundsActive(int64_t rounds);
   void OnMetadataUnreadable();
   void OnMetadataMissing();

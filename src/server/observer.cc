@@ -19,6 +19,11 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
         spdlog::error("event=metadata_divergence group={} client={} detail=\"{}\"", key.Tag(),
                       e.member, e.detail);
         continue;
+      case EventKind::kUnprovenVersion:
+        metrics_.OnUnprovenVersion();
+        spdlog::warn("event=unproven_version group={} client={} detail=\"{}\"", key.Tag(), e.member,
+                     e.detail);
+        continue;
       case EventKind::kInvariantViolation:
         metrics_.OnInvariantFailure(key);
         spdlog::error("event=invariant_violation group={} detail=\"{}\" action=fail_closed",

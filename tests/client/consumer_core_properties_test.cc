@@ -460,7 +460,7 @@ class Sim {
       for (Proc& p : procs_) {
         if (!p.core) continue;
         auto lost = [&](int64_t version, const std::string& lineage) {
-          const VersionCheck vc = CheckClientVersion(h_.meta(), version, lineage);
+          const VersionCheck vc = CheckClientVersion(h_.meta(), version, lineage, h_.now());
           return vc == VersionCheck::kAhead || vc == VersionCheck::kDiverged;
         };
         // Also an answer already decided but not yet delivered: it carries the lost state.

@@ -4,12 +4,14 @@
 // lineage source, and lets a test lose responses, roll Redis back to a snapshot, or skip
 // commits (a coordinator crash before the write).
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "core/decide.h"
+#include "core/lineage_token.h"
 
 namespace rsc::testing {
 
@@ -22,7 +24,11 @@ class CoreHarness {
     meta_ = std::move(m).value();
   }
 
-  Env NextEnv() { return Env{now_, "tok-" + std::to_string(++tokens_)}; }
+  // Tokens are keyed (core/lineage_token.h): the group gets its key at create.
+  Env NextEnv() {
+    ++tokens_;
+    return Env{now_, fmt::format("nonce{:011d}", tokens_), "harness-lineage-key-0001"};
+  }
   void Advance(int64_t ms) { now_ += ms; }
   TimeMs now() const { return now_; }
   const GroupMetadata& meta() const { return meta_; }

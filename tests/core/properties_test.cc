@@ -167,7 +167,8 @@ struct Model {
           h.RollbackTo(*snapshot);
           const Liveness live = h.Live();
           for (Client& x : clients) {
-            const VersionCheck vc = CheckClientVersion(h.meta(), x.fm.version, x.fm.lineage);
+            const VersionCheck vc =
+                CheckClientVersion(h.meta(), x.fm.version, x.fm.lineage, h.now());
             if (vc == VersionCheck::kAhead || vc == VersionCheck::kDiverged) x.tainted = true;
             // A lost liveness renewal is just as invisible (it changes no version): if the
             // restored deadline ends before the lease this client holds, the coordinator

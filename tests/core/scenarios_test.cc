@@ -378,13 +378,13 @@ TEST(Scenario10, ProducerRoutingDuringOutageServerSide) {
   // Server half: routing is a pure view with the lease the producer must honour; the
   // fail-closed half is the producer core's (client issue).
   CoreHarness h(3);
-  auto d = DecideRouting(h.meta(), 0, "");
+  auto d = DecideRouting(h.meta(), 0, "", h.now());
   ASSERT_TRUE(d.response.ok());
   EXPECT_EQ(d.response->routing_lease_ms, 30000);
   EXPECT_EQ(d.response->refresh_interval_ms, 5000);
   EXPECT_FALSE(d.response->sync);
   EXPECT_FALSE(d.next.has_value()) << "routing never writes (I3)";
-  auto ahead = DecideRouting(h.meta(), h.meta().version.value() + 1, "x");
+  auto ahead = DecideRouting(h.meta(), h.meta().version.value() + 1, "x", h.now());
   EXPECT_TRUE(ahead.response->sync);
 }
 
