@@ -11,7 +11,7 @@ bool IsNameChar(char c, bool allow_colon) {
 }
 
 bool IsValidName(std::string_view s, size_t max_len, bool allow_colon) {
-  if (s.empty() || s.size() > max_len) return false;
+  if (s.empty() || s.size() > max_len || IsOnlyDots(s)) return false;
   for (char c : s) {
     if (!IsNameChar(c, allow_colon)) return false;
   }
@@ -19,6 +19,10 @@ bool IsValidName(std::string_view s, size_t max_len, bool allow_colon) {
 }
 
 }  // namespace
+
+bool IsOnlyDots(std::string_view s) {
+  return !s.empty() && s.find_first_not_of('.') == std::string_view::npos;
+}
 
 std::string_view HeartbeatStatusName(HeartbeatStatus s) {
   switch (s) {

@@ -113,10 +113,14 @@ struct GroupView {
   std::vector<RoutingShard> shards;
 };
 
-// Name rules of SPEC R2.4.
+// Name rules of SPEC R2.4, and no name made only of dots: names are URL path segments, and
+// proxies, curl and browsers rewrite `.` and `..` segments (RFC 3986 dot-segment removal),
+// so such a group could be created but never reached again.
 bool IsValidGroupName(std::string_view g);
 bool IsValidStreamName(std::string_view p);
-// Member and instance ids: [A-Za-z0-9._:-]{1,128} (defined in protocol_json.cc).
+// Member and instance ids: [A-Za-z0-9._:-]{1,128}, not only dots (defined in
+// protocol_json.cc; a member id is a path segment of the fence route).
 bool IsValidMemberId(std::string_view id);
+bool IsOnlyDots(std::string_view s);
 
 }  // namespace rsc

@@ -508,7 +508,7 @@ std::string Serialize(const json::value& v) { return json::serialize(v); }
 }  // namespace
 
 bool IsValidMemberId(std::string_view id) {
-  if (id.empty() || id.size() > kMaxIdLength) return false;
+  if (id.empty() || id.size() > kMaxIdLength || IsOnlyDots(id)) return false;
   return std::all_of(id.begin(), id.end(), IsIdChar);
 }
 

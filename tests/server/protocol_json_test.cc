@@ -585,6 +585,16 @@ TEST(Names, ValidationRules) {
   EXPECT_FALSE(IsValidStreamName("caf\xc3\xa9"));
   EXPECT_TRUE(IsValidMemberId("4f1c-aa:1.x_y"));
   EXPECT_FALSE(IsValidMemberId("a/b"));
+  // Issue 8: names made only of dots are path segments that proxies and curl rewrite
+  // (`.` and `..`): such a group would be created but never reachable.
+  for (const char* dots : {".", "..", "...", "...."}) {
+    EXPECT_FALSE(IsValidGroupName(dots)) << dots;
+    EXPECT_FALSE(IsValidStreamName(dots)) << dots;
+    EXPECT_FALSE(IsValidMemberId(dots)) << dots;
+  }
+  EXPECT_TRUE(IsValidGroupName(".a"));
+  EXPECT_TRUE(IsValidStreamName("..:"));
+  EXPECT_TRUE(IsValidMemberId("a.."));
 }
 
 // Hostile bytes must never crash a parser; each returns an error or a value.

@@ -115,6 +115,9 @@ TEST(MatchRoute, BadNamesAre400NamingWhich) {
            {"POST", "/v1/groups/s/caf%C3%A9/heartbeat", "invalid group name"},
            {"POST", "/v1/groups/s/g/members/a%2Fb/fence", "invalid member id"},
            {"POST", "/v1/groups/s/g/members//fence", "invalid member id"},
+           {"POST", "/v1/groups/%2E%2E/g/heartbeat", "invalid stream name"},  // ".." (issue 8)
+           {"GET", "/v1/groups/s/%2E", "invalid group name"},
+           {"POST", "/v1/groups/s/g/members/%2E%2E/fence", "invalid member id"},
            {"POST", "/v1/groups/s/g/heartbeat%", "malformed percent-encoding"},
            {"POST", "/v1/groups/s%G1/g/heartbeat", "malformed percent-encoding"},
        }) {
