@@ -24,6 +24,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "REVISION_CONFLICT";
     case ErrorCode::kPayloadTooLarge:
       return "PAYLOAD_TOO_LARGE";
+    case ErrorCode::kRequestTimeout:
+      return "REQUEST_TIMEOUT";
     case ErrorCode::kInternal:
       return "INTERNAL";
     case ErrorCode::kMetadataMissing:
@@ -60,6 +62,8 @@ int HttpStatus(ErrorCode code) {
       return 409;
     case ErrorCode::kPayloadTooLarge:
       return 413;
+    case ErrorCode::kRequestTimeout:
+      return 408;
     case ErrorCode::kInternal:
       return 500;
     case ErrorCode::kMetadataMissing:

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kGroupExists,             // 409: create on an existing group
   kRevisionConflict,        // 409: admin expectedRevision mismatch (I4)
   kPayloadTooLarge,         // 413
+  kRequestTimeout,          // 408: the body did not arrive in time; nothing was processed
   kInternal,                // 500: a bug; logged
   kMetadataMissing,         // 503: index lists the group, key gone: fail closed
   kMetadataUnreadable,      // 503: corrupt/unknown schema: fail closed

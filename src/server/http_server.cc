@@ -174,6 +174,7 @@ class Session : public std::enable_shared_from_this<Session> {
     body_.clear();
     received_ = 0;
     discarding_ = false;
+    body_timed_out_ = false;
     bool expect_continue = IEquals(h[http::field::expect], "100-continue");
     boost::optional<uint64_t> length = parser_->content_length();
     if (length && *length > opts().max_body_bytes) {
@@ -184,8 +185,25 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       discarding_ = true;
     }
+    if (!parser_->is_done()) ArmBodyTimer();
     if (expect_continue && !parser_->is_done()) return WriteContinue();
     ReadBody();
+  }
+
+  // The body must be complete within body_timeout of its header, however it trickles in
+  // (a per-read timeout would let one byte per period hold the connection). A timer, not the
+  // stream's expiry: that one closes the socket, and the client deserves its 408.
+  void ArmBodyTimer() {
+    if (!body_timer_) body_timer_.emplace(stream_.get_executor());
+    body_timer_->expires_after(opts().body_timeout);
+    body_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;  // cancelled: the body arrived (or the connection is gone)
+      self->body_timed_out_ = true;
+      self->stream_.cancel();  // the pending read completes with operation_aborted
+    });
+  }
+  void DisarmBodyTimer() {
+    if (body_timer_) body_timer_->cancel();
   }
 
   void WriteContinue() {
@@ -217,7 +235,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     body.size = chunk_;
     body.more = true;
-    stream_.expires_after(opts().idle_timeout);
+    stream_.expires_after(opts().idle_timeout);  // backstop; the body timer bounds the whole body
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
@@ -225,6 +243,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnBody(beast::error_code ec) {
     if (ec == http::error::need_buffer) ec = {};
+    if (ec && body_timed_out_) {
+      return ServerReply(ErrorResponse(
+          ErrorCode::kRequestTimeout,
+          "request body not complete within " + std::to_string(opts().body_timeout.count()) +
+              " ms of its header (--body-timeout-ms); nothing was processed",
+          /*close=*/true));
+    }
     if (ec) return OnReadError(ec);
     size_t got = chunk_ - parser_->get().body().size;
     if (!discarding_) {  // discarded bytes are bounded by the declared length
@@ -241,6 +266,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnComplete() {
+    DisarmBodyTimer();
     if (discarding_) return RespondTooLarge(/*close=*/false);
     req_.body = std::move(body_);
     body_ = std::string();
@@ -260,6 +286,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void RespondTooLarge(bool close) {
+    DisarmBodyTimer();
     ServerReply(ErrorResponse(
         ErrorCode::kPayloadTooLarge,
         "request body exceeds the limit of " + std::to_string(opts().max_body_bytes) + " bytes",
@@ -339,6 +366,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Close() {
+    DisarmBodyTimer();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
@@ -350,12 +378,14 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::buffer_body>> parser_;
   HttpRequest req_;
   std::string body_;
-  std::unique_ptr<char[]> scratch_;  // discard/linger buffer, allocated on demand
+  std::optional<net::steady_timer> body_timer_;  // created at the first request with a body
+  std::unique_ptr<char[]> scratch_;              // discard/linger buffer, allocated on demand
   size_t received_ = 0;
   size_t chunk_ = 0;
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool discarding_ = false;
+  bool body_timed_out_ = false;
   bool busy_ = false;     // a request is being handled or its response written
   bool closing_ = false;  // the server is stopping: close after the current response
 };

@@ -17,7 +17,8 @@
 // a chunked body that grows past it, a declared length above `max_discard_bytes`, or an
 // `Expect: 100-continue` request that is too large gets 413 and the connection is
 // closed. Malformed HTTP gets 400 and the connection is closed. A connection idle for
-// `idle_timeout` (no complete request header) is closed.
+// `idle_timeout` (no complete request header) is closed; a body not complete within
+// `body_timeout` of its header gets 408 and the connection is closed.
 //
 // Lifetime: Start() once, Stop() at most once (the destructor calls it). `handler` must
 // outlive the server. All public methods are thread-safe.
@@ -85,6 +86,10 @@ struct HttpServerOptions {
   size_t max_discard_bytes = 64 << 20;
   size_t max_header_bytes = 16 << 10;
   std::chrono::milliseconds idle_timeout{120000};
+  // From the end of a request's header to the end of its body: a client that sends a header
+  // and then trickles or withholds the body gets 408 REQUEST_TIMEOUT and the connection is
+  // closed, instead of holding it for idle_timeout (issue 8).
+  std::chrono::milliseconds body_timeout{10000};
   std::chrono::milliseconds write_timeout{30000};
 };
 

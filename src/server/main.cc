@@ -49,6 +49,7 @@ struct Flags {
   int io_threads = 2;
   int workers = 8;
   size_t max_body_bytes = 1 << 20;
+  int64_t body_timeout_ms = 10000;
   int64_t shutdown_grace_ms = 5000;
   int64_t tick_interval_ms = 1000;
   std::string log_level = "info";
@@ -95,6 +96,10 @@ int main(int argc, char** argv) {
   app.add_option("--io-threads", f.io_threads, "HTTP IO threads")->capture_default_str();
   app.add_option("--workers", f.workers, "Worker threads running requests")->capture_default_str();
   app.add_option("--max-body-bytes", f.max_body_bytes, "Largest request body (413 above)")
+      ->capture_default_str();
+  app.add_option("--body-timeout-ms", f.body_timeout_ms,
+                 "Time from a request's header to the end of its body (408 and close above)")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}))
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", f.shutdown_grace_ms,
                  "On SIGTERM: how long in-flight requests may take before exit")
@@ -203,6 +208,7 @@ int main(int argc, char** argv) {
   http_options.io_threads = f.io_threads;
   http_options.worker_threads = f.workers;
   http_options.max_body_bytes = f.max_body_bytes;
+  http_options.body_timeout = std::chrono::milliseconds(f.body_timeout_ms);
   rsc::HttpServer* server_ptr = nullptr;
   rsc::ApiOptions api_options;
   api_options.admin_token = f.admin_token;

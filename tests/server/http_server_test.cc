@@ -514,6 +514,43 @@ TEST_F(HttpServerTest, IdleConnectionIsClosedAfterTimeout) {
   EXPECT_TRUE(c.WaitClosed());  // well before the 10 s client deadline
 }
 
+// Issue 8: a header whose body never completes held the connection for idle_timeout
+// (120 s). The body has its own bound, for the whole body however it trickles in: 408
+// REQUEST_TIMEOUT, connection closed, nothing handled; the server keeps serving others.
+TEST_F(HttpServerTest, BodyNotCompleteInTimeGets408AndClose) {
+  HttpServerOptions opts;
+  opts.body_timeout = std::chrono::milliseconds(300);
+  StartServer(opts);
+  RawConn c(server_->port(), std::chrono::seconds(10));
+  ASSERT_TRUE(c.connected());
+  const std::string body = kHeartbeatBody;
+  std::string req = MakeRequest("POST", "/v1/groups/orders/billing/heartbeat", body);
+  req.resize(req.size() - body.size() + 3);  // the header and 3 bytes of the body
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.Send(req));
+  // One more byte now and then: each read succeeds, the body as a whole is late.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a slow client, by design
+    (void)c.Send(std::string(1, body[3 + static_cast<size_t>(i)]));
+  }
+  auto r = c.Read();
+  ASSERT_TRUE(r) << "no 408";
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r->status, 408);
+  EXPECT_EQ(ErrorCodeOf(*r), "REQUEST_TIMEOUT");
+  EXPECT_EQ(r->Header("connection"), "close");
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_LT(waited, std::chrono::seconds(5)) << "bounded by body_timeout, not idle_timeout";
+  EXPECT_EQ(fake_.Locked([&] { return fake_.heartbeats.size(); }), 0u) << "nothing handled";
+  // A body that completes within the bound is served as usual.
+  RawResponse ok = Call("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody);
+  EXPECT_EQ(ok.status, 200);
+  RawResponse m = Call("GET", "/metrics");
+  EXPECT_NE(m.body.find(R"(rsc_http_requests_total{route="http_protocol",status="408"} 1)"),
+            std::string::npos)
+      << m.body;
+}
+
 TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
   StartServer();
   RawConn c(server_->port());
