@@ -167,11 +167,16 @@ TEST(SimulatorRegression, Seed4437484523665089528_ConflictsJudgedOnTheWrittenSta
 struct Mutant {
   const char* name;
   const char* invariant;
+  // Seeds 1..seeds must catch it. A budget is a few times the mean seeds-to-catch measured
+  // over several base seeds, so a change that merely reshuffles the simulator's random
+  // draws does not hide a mutant that is still caught as often as before.
+  int seeds = 20;
 };
 
 std::string RunMutant(const Mutant& m, int* status) {
   const std::string cmd = std::string(RSC_BINARY_DIR) + "/sim/rsc-sim-mutant-" + m.name +
-                          " --seeds 20 --quiet --expect " + m.invariant + " 2>&1";
+                          " --seeds " + std::to_string(m.seeds) + " --quiet --expect " +
+                          m.invariant + " 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) {
@@ -186,7 +191,7 @@ std::string RunMutant(const Mutant& m, int* status) {
 
 class MutantIsCaught : public ::testing::TestWithParam<Mutant> {};
 
-TEST_P(MutantIsCaught, WithinTwentySeeds) {
+TEST_P(MutantIsCaught, WithinItsSeedBudget) {
   int status = 0;
   const std::string out = RunMutant(GetParam(), &status);
   EXPECT_EQ(status, 0) << out;
@@ -200,7 +205,8 @@ TEST_P(MutantIsCaught, WithinTwentySeeds) {
 
 INSTANTIATE_TEST_SUITE_P(Mutants, MutantIsCaught,
                          ::testing::Values(Mutant{"assign_before_revoke", "S1"},
-                                           Mutant{"resume_revoking_on_failure", "S1"},
+                                           // mean ~9 seeds to catch (5 base seeds)
+                                           Mutant{"resume_revoking_on_failure", "S1", 60},
                                            Mutant{"bump_version_on_rollback", "S7"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
