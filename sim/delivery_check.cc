@@ -36,15 +36,20 @@ void IntervalSet::Insert(int64_t x) {
   iv_.emplace(x, x);
 }
 
-std::string DeliveryCheck::EntryKey(int32_t shard, const std::string& id) {
+std::string DeliveryCheck::EntryKey(int32_t shard, const std::string& id, const std::string& key,
+                                    int64_t seq) {
+  return fmt::format("{}/{}#{}#{}", shard, id, seq, key);
+}
+
+std::string DeliveryCheck::Location(int32_t shard, const std::string& id) {
   return fmt::format("{}/{}", shard, id);
 }
 
 void DeliveryCheck::OnPublish(const HistEvent& e, size_t index, CheckerCounters& n) {
   KeyState& ks = keys_[e.key];
   if (ks.delivered.Contains(e.seq)) return;  // its ack was logged after a delivery
-  std::string entry = EntryKey(e.shard, e.id);
-  if (lost_.count(entry)) {
+  std::string entry = EntryKey(e.shard, e.id, e.key, e.seq);
+  if (lost_.count(entry) || lost_anything_at_.count(Location(e.shard, e.id))) {
     if (!ks.pending.count(e.seq)) ++n.lost_by_rollback;
     return;
   }
@@ -67,9 +72,9 @@ void DeliveryCheck::OnPublish(const HistEvent& e, size_t index, CheckerCounters&
 }
 
 void DeliveryCheck::OnLost(const HistEvent& e, CheckerCounters& n) {
-  std::string entry = EntryKey(e.shard, e.id);
-  auto it = entries_.find(entry);
-  if (it != entries_.end()) {
+  auto forget = [&](const std::string& entry) {
+    auto it = entries_.find(entry);
+    if (it == entries_.end()) return;
     KeyState& ks = keys_[it->second.first];
     auto p = ks.pending.find(it->second.second);
     if (p != ks.pending.end()) {
@@ -80,8 +85,22 @@ void DeliveryCheck::OnLost(const HistEvent& e, CheckerCounters& n) {
       }
     }
     entries_.erase(it);
+  };
+  if (!e.key.empty()) {
+    std::string entry = EntryKey(e.shard, e.id, e.key, e.seq);
+    forget(entry);
+    lost_.insert(std::move(entry));
+    return;
   }
-  lost_.insert(std::move(entry));
+  // A record that does not say what the entry held (a writer without key/seq fields):
+  // whatever was acked at that location is lost.
+  const std::string at = Location(e.shard, e.id) + "#";
+  std::vector<std::string> here;
+  for (const auto& [entry, ks] : entries_) {
+    if (entry.starts_with(at)) here.push_back(entry);
+  }
+  for (const std::string& entry : here) forget(entry);
+  lost_anything_at_.insert(Location(e.shard, e.id));
 }
 
 void DeliveryCheck::StrandedBy(int32_t shard, int64_t t, CheckerCounters& n) {

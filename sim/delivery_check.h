@@ -68,11 +68,18 @@ class DeliveryCheck {
     IntervalSet delivered;
     std::optional<int64_t> reported_skip;  // S4 reports a skipped seq once
   };
-  static std::string EntryKey(int32_t shard, const std::string& id);
+  // A stream entry is named by where it is (shard, id) AND what it holds (key, seq): after a
+  // failover the promoted node can give an id the old master used to another message, and
+  // a lost record must not excuse that one.
+  static std::string EntryKey(int32_t shard, const std::string& id, const std::string& key,
+                              int64_t seq);
+  static std::string Location(int32_t shard, const std::string& id);
 
   std::unordered_map<std::string, KeyState> keys_;
   std::unordered_map<std::string, std::pair<std::string, int64_t>> entries_;  // → (key, seq)
-  std::unordered_set<std::string> lost_;                 // entries a rollback destroyed
+  std::unordered_set<std::string> lost_;  // entries a rollback destroyed (EntryKey)
+  // Locations lost by a record that names no content (key ""): any entry there is lost.
+  std::unordered_set<std::string> lost_anything_at_;
   std::unordered_map<int32_t, int64_t> stranded_until_;  // shard → end of its last excused overlap
 };
 

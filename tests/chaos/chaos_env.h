@@ -129,29 +129,84 @@ class ChaosEnv {
 
   // ── Redis faults ──
 
-  // Shard stream contents (entry ids per shard) as `node` holds them.
-  std::map<int, std::set<std::string>> StreamIds(RedisProcess& node) {
-    std::map<int, std::set<std::string>> out;
-    auto cli = node.Cli();
-    if (!cli) return out;
+  // Shard stream contents as a node holds them: id → what the entry carries.
+  struct Entry {
+    std::string key;   // field `key` ("" when the writer sets none)
+    int64_t seq = -1;  // field `seq` (-1 when absent)
+    bool operator==(const Entry&) const = default;
+  };
+  using StreamContents = std::map<int, std::map<std::string, Entry>>;
+
+  // Reads every shard stream of `node` (paged XRANGE, reconnecting on transport errors).
+  // Fails — never answers with a partial or empty picture — when the node cannot be read
+  // or answers anything but an array: an unreadable old master read as empty would hide
+  // every loss of a failover, an unreadable promoted node would excuse every entry
+  // (issue 8: a failover's `lost` records named one shard of eight).
+  ::testing::AssertionResult ReadStreams(RedisProcess& node, StreamContents* out) {
+    out->clear();
+    std::unique_ptr<RedisCli> cli;
+    int failures = 0;
+    std::string last_error;
     for (int s = 0; s < config_.shards; ++s) {
-      const CliReply r = cli->Run({"XRANGE", ShardStream(s), "-", "+"});
-      for (const CliReply& entry : r.elements) {
-        if (!entry.elements.empty()) out[s].insert(entry.elements[0].str);
+      std::string start = "-";
+      for (;;) {
+        if (!cli) {
+          cli =
+              RedisCli::Connect(node.Port(), "", "", std::chrono::milliseconds(5000), &last_error);
+          if (!cli) {
+            if (++failures > 10) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));  // reconnect backoff
+            continue;
+          }
+        }
+        const CliReply r = cli->Run({"XRANGE", ShardStream(s), start, "+", "COUNT", "1000"});
+        if (r.type == CliReply::Type::kTransportError) {
+          last_error = r.str;
+          cli.reset();
+          if (++failures > 10) break;
+          continue;
+        }
+        if (r.type != CliReply::Type::kArray) {
+          return ::testing::AssertionFailure() << "XRANGE " << ShardStream(s) << " on "
+                                               << node.Address() << " answered: " << r.ToString();
+        }
+        for (const CliReply& entry : r.elements) {
+          if (entry.elements.size() != 2 || entry.elements[1].type != CliReply::Type::kArray) {
+            return ::testing::AssertionFailure()
+                   << "XRANGE " << ShardStream(s) << ": malformed entry " << entry.ToString();
+          }
+          Entry content;
+          const auto& f = entry.elements[1].elements;
+          for (size_t i = 0; i + 1 < f.size(); i += 2) {
+            if (f[i].str == "key") content.key = f[i + 1].str;
+            if (f[i].str == "seq") content.seq = std::strtoll(f[i + 1].str.c_str(), nullptr, 10);
+          }
+          (*out)[s][entry.elements[0].str] = std::move(content);
+        }
+        if (r.elements.size() < 1000) break;
+        start = "(" + r.elements.back().elements[0].str;  // exclusive: the next page
+      }
+      if (failures > 10) {
+        return ::testing::AssertionFailure() << "cannot read the streams of " << node.Address()
+                                             << " (" << failures << " failures): " << last_error;
       }
     }
-    return out;
+    return ::testing::AssertionSuccess();
   }
 
-  // Records a `lost` event for every id `before` has and `after` lacks.
-  int64_t RecordLost(const std::map<int, std::set<std::string>>& before,
-                     const std::map<int, std::set<std::string>>& after) {
+  // Records a `lost` event (with the entry's key and seq) for every entry `before` has that
+  // `after` lacks — also when `after` holds that id with other content (a promoted node
+  // may reuse an id the old master gave to a message it lost).
+  int64_t RecordLost(const StreamContents& before, const StreamContents& after) {
     int64_t n = 0;
     const int64_t t = MonotonicUs();
-    for (const auto& [shard, ids] : before) {
+    for (const auto& [shard, entries] : before) {
       auto it = after.find(shard);
-      for (const std::string& id : ids) {
-        if (it != after.end() && it->second.contains(id)) continue;
+      for (const auto& [id, content] : entries) {
+        if (it != after.end()) {
+          auto kept = it->second.find(id);
+          if (kept != it->second.end() && kept->second == content) continue;
+        }
         sim::HistEvent e;
         e.t_us = t;
         e.kind = sim::HistKind::kLost;
@@ -159,6 +214,8 @@ class ChaosEnv {
         e.shard = shard;
         e.stream = ShardStream(shard);
         e.id = id;
+        e.key = content.key;
+        e.seq = content.seq;
         Append(std::move(e));
         ++n;
       }
@@ -187,8 +244,9 @@ class ChaosEnv {
     RecordFault("failover");
     // Every reply a client received from the old master was sent before the reset, so the
     // old master's streams now hold every acknowledged entry it will ever have.
-    const auto before = StreamIds(old_master);
-    const auto after = StreamIds(promoted);
+    StreamContents before, after;
+    if (auto r = ReadStreams(old_master, &before); !r) return r << " (the old master)";
+    if (auto r = ReadStreams(promoted, &after); !r) return r << " (the promoted replica)";
     RecordLost(before, after);
     old_master.Kill();
     master_ = 1 - master_;
@@ -222,14 +280,16 @@ class ChaosEnv {
     if (!has_snapshot()) return ::testing::AssertionFailure() << "no snapshot of this master";
     redis_proxy_->SetFaults({.blackhole = true});  // clients wait, as for a restarting host
     RecordFault("snapshot_restore");
-    const auto before = StreamIds(master());
+    StreamContents before;
+    if (auto r = ReadStreams(master(), &before); !r) return r << " (before the restore)";
     if (auto r = master().Stop(/*save=*/false); !r) return r;
     std::error_code ec;
     std::filesystem::copy_file(snapshot_path_, master().Dir() + "/dump.rdb",
                                std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) return ::testing::AssertionFailure() << "restoring dump.rdb: " << ec.message();
     if (auto r = master().Start(); !r) return r;
-    const auto after = StreamIds(master());
+    StreamContents after;
+    if (auto r = ReadStreams(master(), &after); !r) return r << " (after the restore)";
     RecordLost(before, after);
     redis_proxy_->ResetAll();
     redis_proxy_->SetFaults({});

@@ -25,10 +25,16 @@ ChaosConfig SmallConfig(uint64_t seed) {
   return c;
 }
 
-// XADDs to shard 0 through the virtual IP until stopped; remembers every acknowledged id.
+// XADDs through the virtual IP until stopped, alternating over `streams`, each entry with a
+// key and a seq (as producers write them); remembers every acknowledged (stream, id, seq).
 class Writer {
  public:
-  Writer(int port, std::string stream) : port_(port), stream_(std::move(stream)) {
+  struct Acked {
+    size_t stream = 0;
+    std::string id;
+    int64_t seq = 0;
+  };
+  Writer(int port, std::vector<std::string> streams) : port_(port), streams_(std::move(streams)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~Writer() { Stop(); }
@@ -36,7 +42,7 @@ class Writer {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
-  std::vector<std::string> acked() {
+  std::vector<Acked> acked() {
     std::lock_guard lk(mu_);
     return acked_;
   }
@@ -44,6 +50,7 @@ class Writer {
  private:
   void Run() {
     std::unique_ptr<RedisCli> cli;
+    int64_t seq = 0;
     while (!stop_) {
       if (!cli) {
         std::string err;
@@ -53,20 +60,23 @@ class Writer {
           continue;
         }
       }
-      const CliReply r = cli->Run({"XADD", stream_, "*", "k", "v"});
+      const size_t s = static_cast<size_t>(seq) % streams_.size();
+      const CliReply r =
+          cli->Run({"XADD", streams_[s], "*", "key", "k", "seq", std::to_string(seq)});
       if (r.type == CliReply::Type::kString) {
         std::lock_guard lk(mu_);
-        acked_.push_back(r.str);
+        acked_.push_back({s, r.str, seq});
       } else if (r.type == CliReply::Type::kTransportError) {
         cli.reset();
       }
+      ++seq;  // a seq is never reused, acknowledged or not
     }
   }
   int port_;
-  std::string stream_;
+  std::vector<std::string> streams_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
-  std::vector<std::string> acked_;
+  std::vector<Acked> acked_;
   std::thread thread_;
 };
 
@@ -74,7 +84,7 @@ TEST(ChaosEnv, FailoverLosesExactlyTheWritesTheReplicaMissed) {
   ChaosEnv env(SmallConfig(11));
   ASSERT_TRUE(env.Start());
   const int old_port = env.master().Port();
-  Writer writer(env.redis_proxy().port(), env.ShardStream(0));
+  Writer writer(env.redis_proxy().port(), {env.ShardStream(0), env.ShardStream(1)});
   ASSERT_TRUE(WaitFor([&] { return writer.acked().size() > 50; }, milliseconds(5000),
                       "the writer gets XADDs acknowledged"));
   ASSERT_TRUE(env.FailoverLosingWrites(milliseconds(300)));
@@ -83,19 +93,52 @@ TEST(ChaosEnv, FailoverLosesExactlyTheWritesTheReplicaMissed) {
   writer.Stop();
   EXPECT_NE(env.master().Port(), old_port);
   EXPECT_GT(env.lost(), 0) << "writes during the cut must be lost";
-  // Every acknowledged id is on the new master or recorded lost — nothing else vanished.
-  auto now_ids = env.StreamIds(env.master());
-  std::set<std::string> lost;
+  ChaosEnv::StreamContents now;
+  ASSERT_TRUE(env.ReadStreams(env.master(), &now));
+  std::set<std::pair<int, std::string>> lost;
+  std::set<int> lost_shards;
   for (const auto& e : env.history()) {
-    if (e.kind == sim::HistKind::kLost) lost.insert(e.id);
+    if (e.kind != sim::HistKind::kLost) continue;
+    lost.insert({e.shard, e.id});
+    lost_shards.insert(e.shard);
+    EXPECT_EQ(e.key, "k") << "a lost record says what the entry held";
   }
-  int64_t missing = 0;
-  for (const std::string& id : writer.acked()) {
-    if (!now_ids[0].contains(id) && !lost.contains(id)) ++missing;
+  EXPECT_EQ(lost_shards, (std::set<int>{0, 1})) << "the cut lost writes on both shards";
+  // Every acknowledged entry is on the new master with its content, or recorded lost —
+  // nothing vanished unrecorded — and nothing the new master kept is recorded lost.
+  int64_t missing = 0, kept_but_lost = 0;
+  for (const Writer::Acked& a : writer.acked()) {
+    const int shard = static_cast<int>(a.stream);
+    auto it = now[shard].find(a.id);
+    const bool kept = it != now[shard].end() && it->second.seq == a.seq;
+    const bool recorded = lost.count({shard, a.id}) > 0;
+    missing += !kept && !recorded;
+    kept_but_lost += kept && recorded;
   }
   EXPECT_EQ(missing, 0);
+  EXPECT_EQ(kept_but_lost, 0);
   // The old master came back as a replica of the new one.
   EXPECT_TRUE(env.WaitReplicaInSync(milliseconds(10000)));
+}
+
+// A node that cannot be read is an error, never an empty stream (which would hide every
+// loss of a failover or excuse every entry).
+TEST(ChaosEnv, AnUnreadableNodeIsAnErrorNotAnEmptyStream) {
+  ChaosEnv env(SmallConfig(14));
+  ASSERT_TRUE(env.Start());
+  ChaosEnv::StreamContents c;
+  ASSERT_TRUE(env.ReadStreams(env.master(), &c));
+  auto cli = env.master().Cli();
+  ASSERT_EQ(cli->Run({"SET", env.ShardStream(1), "not a stream"}).type, CliReply::Type::kStatus);
+  auto wrong_type = env.ReadStreams(env.master(), &c);
+  EXPECT_FALSE(wrong_type);
+  EXPECT_NE(std::string(wrong_type.message()).find("WRONGTYPE"), std::string::npos)
+      << wrong_type.message();
+  ASSERT_EQ(cli->Run({"DEL", env.ShardStream(1)}).type, CliReply::Type::kInteger);
+  env.replica().Kill();
+  auto gone = env.ReadStreams(env.replica(), &c);
+  EXPECT_FALSE(gone);
+  EXPECT_NE(std::string(gone.message()).find("cannot read"), std::string::npos) << gone.message();
 }
 
 TEST(ChaosEnv, OlderSnapshotRestoreLosesWhatCameAfterIt) {
@@ -111,7 +154,9 @@ TEST(ChaosEnv, OlderSnapshotRestoreLosesWhatCameAfterIt) {
   }
   ASSERT_TRUE(env.RestoreOlderSnapshot());
   EXPECT_EQ(env.lost(), 5);
-  EXPECT_EQ(env.StreamIds(env.master())[1].size(), 1u);
+  ChaosEnv::StreamContents now;
+  ASSERT_TRUE(env.ReadStreams(env.master(), &now));
+  EXPECT_EQ(now[1].size(), 1u);
 }
 
 TEST(ChaosEnv, MetadataDeletionThenOperatorRestore) {
