@@ -63,6 +63,8 @@ struct Proc {
   int64_t lease_end = -1;  // member-wide assignment lease (kLease with shard -1)
   bool tainted = false;
   int64_t taint_t = 0;
+  // Send time of the latest heartbeat answered from stored state (S2: a report it carried).
+  int64_t answered_sent_us = -1;
   std::map<int32_t, Hold> holds;
   std::map<int64_t, std::string> answers;  // M8: version → lineage answered
 };
@@ -210,6 +212,15 @@ struct Checker::State {
       return true;
     }
     if (Bound(r.lease_end) <= t) return true;
+    // Released (here: abandoned at lease end, or dropped) and then a heartbeat sent after
+    // the release was answered: that heartbeat reported the shard REVOKED if the store still
+    // gave it to Q (C3: a shard it does not read is reported at once), so the handoff can
+    // follow it before Q's member lease ends. Found by a 10-minute chaos run (seed 31): a
+    // late OK renewed Q's lease just before its abandoned readers ended.
+    if (r.end == End::kReleased) {
+      auto q = procs.find(r.proc);
+      if (q != procs.end() && q->second.answered_sent_us > r.end_t) return true;
+    }
     if (!r.member.empty()) {
       auto f = fenced_at.find(r.member);
       if (f != fenced_at.end() && f->second >= r.acquire_t) return true;
@@ -365,6 +376,7 @@ struct Checker::State {
 
   void OnHeartbeat(const std::string& name, Proc& p, const HistEvent& e) {
     if (p.tainted && e.sent_us > p.taint_t && Untaints(e.status)) p.tainted = false;
+    if (Untaints(e.status)) p.answered_sent_us = std::max(p.answered_sent_us, e.sent_us);
     if (e.version < 0) return;
     if (e.status == "SYNC_METADATA") {
       p.answers.clear();  // it adopts the stored state as the truth (M4)

@@ -47,7 +47,10 @@
 //    outside lease").
 // S2 handoff justified. At kAcquire(P,s,t), for every other proc Q that holds or last held
 //    s (before the acquire), one of: Q released s with detail "drained", "revoked" or
-//    "fenced"; Q's lease end for s ≤ t (expired, abandoned, crashed or stopped after it);
+//    "fenced"; Q released s (any detail) and a heartbeat of Q sent after that release was
+//    answered from stored state before t (it carried the REVOKED report of a shard Q no
+//    longer reads, C3); Q's lease end for s ≤ t (expired, abandoned, crashed or stopped
+//    after it);
 //    a kFault "fence" for Q's member at or after Q acquired s; Q crashed/stopped and P
 //    has Q's non-empty instance id (static membership takeover), or another process
 //    started with Q's instance id at or after Q acquired s (the successor took Q's place

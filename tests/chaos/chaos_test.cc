@@ -540,34 +540,34 @@ void ExpectDoctoredHistoriesAreCaught(const History& history,
     if (e.kind == HistKind::kFault && e.detail == "heal") heal_us = e.t_us;
   }
   ASSERT_GE(heal_us, 0);
-  // (1) An intruder that starts after the heal and acquires a shard at the moment its
-  //     owner does (same lease): nobody is tainted by then → S1.
+  // (1) An intruder that starts after the heal and acquires a shard just before the shard's
+  //     last read in the run (its holder renewed its lease many times since the heal, so it
+  //     is neither tainted nor marked by a rollback) → S1.
   {
-    const HistEvent* acq = nullptr;
+    const HistEvent* read = nullptr;
     for (const HistEvent& e : history) {
-      if (e.kind == HistKind::kAcquire && e.t_us > heal_us) {
-        acq = &e;
-        break;
-      }
+      if (e.kind == HistKind::kRead && e.t_us > heal_us && e.shard >= 0) read = &e;
     }
-    ASSERT_NE(acq, nullptr) << "no acquire after the heal";
+    ASSERT_NE(read, nullptr) << "no read after the heal";
     History doctored;
     for (const HistEvent& e : history) {
-      if (&e == acq) {
+      if (&e == read) {
         HistEvent start;
         start.t_us = e.t_us;
         start.kind = HistKind::kStart;
         start.proc = "intruder#1";
         doctored.push_back(start);
-        HistEvent twin = e;
-        twin.proc = "intruder#1";
-        doctored.push_back(twin);
+        HistEvent acquire = start;
+        acquire.kind = HistKind::kAcquire;
+        acquire.shard = e.shard;
+        acquire.lease_end_us = e.t_us + 1'000'000;
+        doctored.push_back(acquire);
       }
       doctored.push_back(e);
     }
     EXPECT_TRUE(Reports(sim::CheckHistory(doctored, cfg), "S1"))
-        << "an intruder acquired shard " << acq->shard << " alongside " << acq->proc
-        << ", yet no S1";
+        << "an intruder acquired shard " << read->shard << " while " << read->proc
+        << " read it, yet no S1";
   }
   // (2) Every delivery of one message published after the heal dropped → S3.
   {

@@ -291,6 +291,10 @@ TEST(CheckerS2, JustifiedHandoffsPass) {
   // static membership: the restarted process with the same instance id takes over
   ExpectClean({Start(0, "c#1", "m1", "inst-c"), Acquire(1, "c#1", 0, 8'000), Crash(10, "c#1"),
                Start(20, "c#2", "m2", "inst-c"), Acquire(30, "c#2", 0, 8'030)});
+  // abandoned (its lease had run out, then a late OK renewed it), then a heartbeat sent after
+  // the release was answered: it reported the shard REVOKED (C3) — chaos seed 31
+  ExpectClean({Acquire(0, "a", 0, 8'000), Release(100, "a", 0, "abandoned"),
+               Heartbeat(150, "a", "DRAIN", 120), Acquire(200, "b", 0, 8'200)});
 }
 
 TEST(CheckerS2, UnjustifiedHandoffFails) {
@@ -306,6 +310,14 @@ TEST(CheckerS2, UnjustifiedHandoffFails) {
   ExpectViolation({Start(0, "a", "ma"), Fault(1, "fence", "ma"), Acquire(2, "a", 0, 8'000),
                    Fault(3, "fence", "mx"), Crash(10, "a"), Acquire(20, "b", 0, 8'020)},
                   "S2", 5);
+  // A heartbeat sent before the release (answered after it), or one that got no answer
+  // from stored state, carried no report of the release.
+  ExpectViolation({Acquire(0, "a", 0, 8'000), Release(100, "a", 0, "abandoned"),
+                   Heartbeat(150, "a", "OK", 90), Acquire(200, "b", 0, 8'200)},
+                  "S2", 3);
+  ExpectViolation({Acquire(0, "a", 0, 8'000), Release(100, "a", 0, "abandoned"),
+                   Heartbeat(150, "a", "REDIS_UNAVAILABLE", 120), Acquire(200, "b", 0, 8'200)},
+                  "S2", 3);
   // Another instance id is no static takeover.
   ExpectViolation({Start(0, "c#1", "m1", "inst-c"), Acquire(1, "c#1", 0, 8'000), Crash(10, "c#1"),
                    Start(20, "d#1", "m2", "inst-d"), Acquire(30, "d#1", 0, 8'030)},
