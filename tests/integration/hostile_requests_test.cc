@@ -159,8 +159,9 @@ TEST_F(HostileRequestsTest, OversizedBodyIs413AndTheConnectionStaysUsable) {
 
 TEST_F(HostileRequestsTest, BadNamesAreRejectedWithoutTouchingRedis) {
   const std::vector<std::string> bad_streams = {
-      "a{b", "a}b", "{orders:billing}", "a b", std::string(201, 's'), "../x", "a/b", "x\r\ny", "",
-      ".", "..", "...",  // only dots: proxies and curl rewrite such path segments (issue 8)
+      "a{b",  "a}b", "{orders:billing}", "a b", std::string(201, 's'),
+      "../x", "a/b", "x\r\ny",           "",    ".",
+      "..",   "...",  // only dots: proxies and curl rewrite such path segments (issue 8)
   };
   const std::vector<std::string> bad_groups = {
       "a{b", "a}b", "g:x", "a b", std::string(129, 'g'), "../etc", "g*", "", ".", "..",
