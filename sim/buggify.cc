@@ -37,6 +37,8 @@ const std::vector<SiteSpec>& AllSites() {
       {"consumer.shutdown", 0.4, "clean consumer shutdown (drain, leave), later restart"},
       {"consumer.clock_jump", 0.3, "a consumer's monotonic clock jumps forward"},
       {"consumer.slow_handler", 0.35, "a handler call takes much longer than usual"},
+      {"consumer.hung_handler", 0.25,
+       "a handler hangs for a member lease or more (a poison message)"},
       {"producer.crash", 0.4, "kill a producer and restart it"},
       {"producer.clock_jump", 0.25, "a producer's monotonic clock jumps forward"},
       {"operator.fence", 0.25, "an operator fences a random member"},
@@ -78,6 +80,7 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"restore_applied", "an operator restore replaced the metadata"},
       {"redelivery", "an entry was handed to a handler again"},
       {"drain_completed", "a consumer drained a revoked shard and reported it"},
+      {"handler_hung", "a handler hung for at least a member lease"},
   };
   return kProbes;
 }

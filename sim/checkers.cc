@@ -65,6 +65,17 @@ struct Proc {
   int64_t taint_t = 0;
   // Send time of the latest heartbeat answered from stored state (S2: a report it carried).
   int64_t answered_sent_us = -1;
+  // The latest end of any assignment lease a coordinator granted this process (an answered
+  // heartbeat's sent_us + grant_ms), -1 while no grant is known: a lease the process
+  // computes beyond it is one it was never given (C1).
+  int64_t grant_end = -1;
+  // The same for routing (a routing answer's sent_us + routingLeaseMs): S5.
+  int64_t routing_grant_end = -1;
+  // The assignedShards of its latest answered heartbeat, when logged: a renewal confirms a
+  // rollback-marked window only for a shard the answer still assigns (one it was told to
+  // drain stays marked while it drains — the documented window of a lost grant).
+  bool assigned_known = false;
+  std::set<int32_t> assigned;
   std::map<int32_t, Hold> holds;
   std::map<int64_t, std::string> answers;  // M8: version → lineage answered
 };
@@ -88,6 +99,9 @@ struct Record {
 struct ShardState {
   std::vector<Record> records;
   std::vector<std::pair<std::string, std::string>> judged;  // overlapping pairs, judged once
+  // Overlapping pairs a rollback excused so far: judged again whenever an excuse of one of
+  // them lifts (it learns the truth, or a renewal confirms its grant) while both still hold.
+  std::vector<std::pair<std::string, std::string>> excused;
   int32_t holders = 0;
 };
 
@@ -143,7 +157,7 @@ struct Checker::State {
   void AddHolders(int32_t s, ShardState& sh, int32_t delta) {
     const int32_t before = sh.holders;
     sh.holders += delta;
-    if (sh.holders <= 1 && excused_overlap.erase(s) > 0) delivery.StrandedBy(s, now, n);
+    if (sh.holders <= 1) excused_overlap.erase(s);
     if (s < 0 || s >= cfg.shards) return;
     if (before == 1) --single_held;
     if (sh.holders == 1) ++single_held;
@@ -156,7 +170,8 @@ struct Checker::State {
     auto pair = std::minmax(p, q);
     std::pair<std::string, std::string> key(pair.first, pair.second);
     if (std::find(sh.judged.begin(), sh.judged.end(), key) != sh.judged.end()) return;
-    sh.judged.push_back(std::move(key));
+    const bool was_excused =
+        std::find(sh.excused.begin(), sh.excused.end(), key) != sh.excused.end();
     const Proc& pp = procs[p];
     const Proc& qq = procs[q];
     // A holding a rollback marked (and no renewal confirmed since) is excused like a tainted
@@ -167,16 +182,42 @@ struct Checker::State {
       if ((r.proc == p || r.proc == q) && r.end == End::kHolding && r.rolled_back) marked = true;
     }
     if (pp.tainted || qq.tainted || marked) {
-      ++n.overlaps_excused;
-      excused_overlap.insert(s);  // S3/S4: see DeliveryCheck::StrandedBy
+      if (!was_excused) {
+        ++n.overlaps_excused;
+        sh.excused.push_back(std::move(key));
+      }
+      excused_overlap.insert(s);  // S4 is not judged on s while the overlap lasts
       return;
     }
+    std::erase(sh.excused, key);
+    sh.judged.push_back(std::move(key));
     const Hold& qh = qq.holds.at(s);
     Report("S1",
            fmt::format("split ownership of shard {}: {} {} at {} while {} holds it "
                        "(acquired at {}, lease until {})",
                        s, p, what, t, q, qh.acquire_t, LeaseText(qh.lease_end)),
            t);
+  }
+
+  // An excuse of `name` lifted (it is untainted, or a renewal cleared its window's mark):
+  // every overlap of it a rollback excused is judged again if both windows are still active —
+  // a split that began inside a rollback's window must not go on unjudged forever.
+  void Rejudge(const std::string& name, int64_t t) {
+    for (auto& [s, sh] : shards) {
+      std::vector<std::pair<std::string, std::string>> again;
+      for (const auto& pr : sh.excused) {
+        if (pr.first == name || pr.second == name) again.push_back(pr);
+      }
+      for (const auto& [a, b] : again) {
+        const Proc& pa = procs[a];
+        const Proc& pb = procs[b];
+        auto ha = pa.holds.find(s);
+        auto hb = pb.holds.find(s);
+        if (ha == pa.holds.end() || hb == pb.holds.end()) continue;
+        if (t >= Bound(ha->second.lease_end) || t >= Bound(hb->second.lease_end)) continue;
+        Overlap(a, b, s, t, "still holds it after the rollback's excuse ended");
+      }
+    }
   }
 
   // Every other process with an active window on s at t overlaps p's (now active) window.
@@ -194,15 +235,20 @@ struct Checker::State {
     Hold& h = p.holds.at(s);
     const int64_t old = h.lease_end;
     h.lease_end = lease_end;
-    if (!p.tainted) {
+    bool cleared = false;
+    if (!p.tainted && (!p.assigned_known || p.assigned.count(s) > 0)) {
       // A renewal decided after every rollback confirms the grant (K4 would have revoked it).
       for (Record& r : shards[s].records) {
-        if (r.proc == name && r.end == End::kHolding) r.rolled_back = false;
+        if (r.proc == name && r.end == End::kHolding && r.rolled_back) {
+          r.rolled_back = false;
+          cleared = true;
+        }
       }
     }
     if (t >= Bound(old) && t < Bound(lease_end)) {
       CheckOthersActive(name, s, t, "resumed by a lease");
     }
+    if (cleared) Rejudge(name, t);
   }
 
   // ── S2 ──
@@ -266,6 +312,7 @@ struct Checker::State {
              t);
     }
     const int64_t lease = e.lease_end_us >= 0 ? e.lease_end_us : p.lease_end;
+    CheckLeaseGranted(name, p, lease, t);
     if (p.holds.count(s)) {  // acquired again while holding: a lease update
       SetWindowLease(name, p, s, lease, t);
       return;
@@ -320,6 +367,8 @@ struct Checker::State {
       r.lease_end = lease;
     }
     std::erase_if(sh.judged, [&](const auto& pr) { return pr.first == name || pr.second == name; });
+    std::erase_if(sh.excused,
+                  [&](const auto& pr) { return pr.first == name || pr.second == name; });
     AddHolders(s, sh, -1);
     ++n.intervals;
   }
@@ -339,6 +388,7 @@ struct Checker::State {
                          name, LeaseText(e.lease_end_us), e.t_us, coords_down_t),
              e.t_us);
     }
+    CheckLeaseGranted(name, p, e.lease_end_us, e.t_us);
     if (e.shard >= 0) {
       if (p.holds.count(e.shard)) SetWindowLease(name, p, e.shard, e.lease_end_us, e.t_us);
       return;
@@ -374,9 +424,33 @@ struct Checker::State {
     CheckOthersActive(name, e.shard, t, "read it");
   }
 
+  // C1, checked against the grants themselves: a lease end beyond every grant the process
+  // got (sent_us + assignmentLeaseMs of an answered heartbeat) was computed from the wrong
+  // start (e.g. the answer's arrival) — it reads past what any coordinator allowed.
+  void CheckLeaseGranted(const std::string& name, const Proc& p, int64_t lease_end, int64_t t) {
+    if (p.grant_end < 0 || lease_end < 0 || lease_end <= p.grant_end) return;
+    Report("S1",
+           fmt::format("{} holds a lease until {} at {}, but its latest grant ends at {} "
+                       "(heartbeat send time + assignmentLeaseMs, C1)",
+                       name, lease_end, t, p.grant_end),
+           t);
+  }
+
   void OnHeartbeat(const std::string& name, Proc& p, const HistEvent& e) {
-    if (p.tainted && e.sent_us > p.taint_t && Untaints(e.status)) p.tainted = false;
+    if (p.tainted && e.sent_us > p.taint_t && Untaints(e.status)) {
+      p.tainted = false;
+      Rejudge(name, e.t_us);
+    }
     if (Untaints(e.status)) p.answered_sent_us = std::max(p.answered_sent_us, e.sent_us);
+    if (IsAnswer(e.status) && e.sent_us >= 0 && e.grant_ms > 0) {
+      p.grant_end = std::max(p.grant_end, Plus(e.sent_us, e.grant_ms * 1000));
+    }
+    if (IsAnswer(e.status)) {
+      if (auto a = ParseShardList(e.assigned)) {
+        p.assigned_known = true;
+        p.assigned = std::set<int32_t>(a->begin(), a->end());
+      }
+    }
     if (e.version < 0) return;
     if (e.status == "SYNC_METADATA") {
       p.answers.clear();  // it adopts the stored state as the truth (M4)
@@ -399,6 +473,14 @@ struct Checker::State {
 
   // ── S6, S7, S8 ──
   void OnCommit(const HistEvent& e) {
+    if (cfg.check_coordinator && e.round_age_ms >= 0 && cfg.member_lease_us > 0 &&
+        e.round_age_ms * 1000 < cfg.member_lease_us - cfg.clock_skew_us) {
+      Report("S13",
+             fmt::format("{} ended a correction round with revision {} after {} ms, before a "
+                         "member lease ({} µs) had passed (M6)",
+                         e.proc, e.revision, e.round_age_ms, cfg.member_lease_us),
+             e.t_us);
+    }
     if (cfg.check_coordinator && key_deleted) {
       Report("S8",
              fmt::format("commit of revision {} (version {}) at {} after the metadata key "
@@ -423,6 +505,51 @@ struct Checker::State {
              t);
     }
     if (!answer) return;
+    // S10 / K5: a heartbeat with a member epoch below the member's is fenced, whatever else.
+    if (e.detail == "heartbeat" && e.req_epoch >= 1 && e.epoch >= 0 && e.req_epoch < e.epoch) {
+      Report("S10",
+             fmt::format("{} answered {} to member {} whose request carried memberEpoch {}, "
+                         "below its epoch {}: must be FENCED_MEMBER_EPOCH (K5)",
+                         e.proc, e.status, e.member, e.req_epoch, e.epoch),
+             t);
+    }
+    // S11 / K4: every shard the request claims is answered: assigned, or listed to drain.
+    // S12 / M5: in a correction round, every claim against the ownership the answer derives
+    // from is recorded as this member's blocker.
+    // (An answer with memberEpoch -1 says "you left": every shard is dropped, nothing to list.)
+    if (e.detail == "heartbeat" && e.epoch != -1) {
+      const auto claimed = ParseShardList(e.claimed);
+      const auto assigned = ParseShardList(e.assigned);
+      const auto revoked = ParseShardList(e.revoked);
+      if (claimed && assigned && revoked) {
+        for (int32_t s : *claimed) {
+          if (std::find(assigned->begin(), assigned->end(), s) == assigned->end() &&
+              std::find(revoked->begin(), revoked->end(), s) == revoked->end()) {
+            Report("S11",
+                   fmt::format("{} answered {} to member {} which claims shard {}, but lists it "
+                               "neither in assignedShards nor in revokeShards (K4)",
+                               e.proc, e.status, e.member, s),
+                   t);
+            break;
+          }
+        }
+      }
+      const auto owned = ParseShardList(e.owned);
+      const auto blocked = ParseShardList(e.blocked);
+      if (e.in_round == 1 && claimed && owned && blocked) {
+        for (int32_t s : *claimed) {
+          if (std::find(owned->begin(), owned->end(), s) != owned->end()) continue;
+          if (std::find(blocked->begin(), blocked->end(), s) != blocked->end()) continue;
+          Report("S12",
+                 fmt::format("{} answered {} to member {} during a correction round; the member "
+                             "claims shard {} against the stored ownership, but the state the "
+                             "answer derives from records no blocker for it (M5)",
+                             e.proc, e.status, e.member, s),
+                 t);
+          break;
+        }
+      }
+    }
     // S7 / M2 / M8 on the coordinator's side.
     if (e.req_version >= 0 && e.stored_version >= 0) {
       const bool ahead = e.req_version > e.stored_version;
@@ -631,6 +758,14 @@ struct Checker::State {
                              "ended at {}",
                              name, e.key, e.seq, e.t_us, e.lease_end_us),
                  e.t_us);
+        } else if (p && p->routing_grant_end >= 0 && e.t_us >= p->routing_grant_end) {
+          // PR3/PR5 against the grants themselves: the producer's own lease sum said yes.
+          Report("S5",
+                 fmt::format("{} published key '{}' seq {} at {}, after every routing lease "
+                             "a coordinator granted it had ended (at {}; the producer believed "
+                             "{})",
+                             name, e.key, e.seq, e.t_us, p->routing_grant_end, e.lease_end_us),
+                 e.t_us);
         }
         if (coords_down && cfg.max_routing_lease_us > 0 &&
             e.t_us >= Plus(coords_down_t, cfg.max_routing_lease_us)) {
@@ -644,6 +779,11 @@ struct Checker::State {
         break;
       case HistKind::kPublishRefused:
         ++n.refused_publishes;
+        break;
+      case HistKind::kRouting:
+        if (p && e.sent_us >= 0 && e.grant_ms > 0) {
+          p->routing_grant_end = std::max(p->routing_grant_end, Plus(e.sent_us, e.grant_ms * 1000));
+        }
         break;
       case HistKind::kLost:
         delivery.OnLost(e, n);

@@ -45,6 +45,9 @@
 //    Each overlapping pair is judged once until one of them stops holding. Also S1: a
 //    kRead(P,s,t) by a P that does not hold s, or with t ≥ the window's lease end ("read
 //    outside lease").
+//    Also S1 (C1, when answers carry grant_ms): a kAcquire or kLease whose lease end lies
+//    beyond the latest grant of that process (an answered kHeartbeat's sent_us +
+//    grant_ms) — a lease the process computed but no coordinator gave.
 // S2 handoff justified. At kAcquire(P,s,t), for every other proc Q that holds or last held
 //    s (before the acquire), one of: Q released s with detail "drained", "revoked" or
 //    "fenced"; Q released s (any detail) and a heartbeat of Q sent after that release was
@@ -60,15 +63,16 @@
 //    one handoff.
 // S3 (check_delivery, at Finish) every kPublish (key, seq) has a kDeliver with the same
 //    (key, seq), unless each of its stream entries (shard, id) got a kLost:
-//    lost_by_rollback counts those (only acked publishes not delivered before the loss) —
-//    or it was still undelivered when an S1 overlap on its shard that a rollback excused
-//    ended: the excused holder's last read may have taken it into its pending list, where
-//    it waits for the shard's next takeover (stranded_by_rollback).
+//    lost_by_rollback counts those (only acked publishes not delivered before the loss). An
+//    entry a rollback-excused zombie's last read took into its pending list is no excuse:
+//    the shard's owner reclaims it (the late-read check, C7), so it must be delivered too.
 // S4 per-key order. The first kDeliver of (key, seq) requires every lower seq of that key
 //    that was publish-acked earlier in Add order, and not lost, to be delivered already
 //    (Jepsen's poll-skip). Later deliveries of a (key, seq) are redeliveries, never S4.
 //    Not judged on a shard while an S1 overlap a rollback excused is in progress there.
-// S5 every kPublish has t_us < lease_end_us (lease_end_us < 0 = unknown lease: also S5).
+// S5 every kPublish has t_us < lease_end_us (lease_end_us < 0 = unknown lease: also S5),
+//    and, once the producer logged kRouting answers, t_us < the latest end of a routing
+//    grant (sent_us + grant_ms of a kRouting): the producer's own lease sum is not trusted.
 // S6 (check_coordinator) a kDecision with status OK/REVOKE_PENDING/DRAIN/SYNC_METADATA
 //    must derive from a committed revision: a kCommit with the same revision, version
 //    and lineage was added before it (revision 1 with no kCommit is the create). Commits
@@ -90,6 +94,19 @@
 // S9 kMutexEnter/kMutexExit per proc (a crash or stop exits): a second proc entering while
 //    another is inside counts mutex_double_entries — never a violation by itself (the CAS
 //    is what serializes; SPEC §8 S2).
+// S10 (check_coordinator) K5: a kDecision heartbeat answer (OK/REVOKE_PENDING/DRAIN/
+//    SYNC_METADATA) to a request with req_epoch ≥ 1 below the epoch the answer carries.
+// S11 (check_coordinator, when the decision lists them) K4: every shard the request claims
+//    (claimed) is in the answer's assigned or revoked list (unless the answer's memberEpoch
+//    is -1, "you left": the member drops everything).
+// S12 (check_coordinator, when recorded) M5: in a decision whose state has a round
+//    (in_round 1), every claimed shard the member does not own there (owned) is among its
+//    blockers there (blocked). (The simulator leaves in_round unknown for an unproven
+//    request: its claims are no evidence and block nothing.)
+// S13 (check_coordinator, when recorded) M6: a kCommit that ends a correction round
+//    (round_age_ms ≥ 0) comes at least member_lease_us − clock_skew_us after the round
+//    began: a client that held shards under a lost grant and has not been heard from has by
+//    then either been heard or lost its lease (K2).
 // L1 (shards > 0 and convergence_bound_us > 0) after kFault "heal" at th there must be an
 //    instant ≤ th + convergence_bound_us (checked after every event) at which every shard
 //    0..shards-1 is held by exactly one proc, with an active window. An event with
@@ -126,6 +143,8 @@ struct CheckerConfig {
   // L1: after the last fault healed (a kFault with detail "heal"), the group must converge
   // (every shard held by exactly one live consumer, inside its lease) within this.
   int64_t convergence_bound_us = 0;
+  // How far apart the coordinators' wall clocks may be (S13 compares times two of them wrote).
+  int64_t clock_skew_us = 0;
   // Which families to check. Logs of real processes lack coordinator-side events, so
   // S6/S7/S8 are off there.
   bool check_coordinator = true;
@@ -154,9 +173,6 @@ struct CheckerCounters {
   int64_t refused_publishes = 0;
   int64_t syncs_after_rollback = 0;  // S7: rollbacks answered with SYNC_METADATA
   int64_t handoffs_excused = 0;      // S2: unjustified handoffs a rollback explains
-  // S3/S4: acked publishes still undelivered when a rollback-excused S1 overlap on their
-  // shard ended (the zombie holder may have taken them; they wait for the next takeover).
-  int64_t stranded_by_rollback = 0;
 };
 
 class Checker {

@@ -53,10 +53,6 @@ void DeliveryCheck::OnPublish(const HistEvent& e, size_t index, CheckerCounters&
     if (!ks.pending.count(e.seq)) ++n.lost_by_rollback;
     return;
   }
-  if (auto s = stranded_until_.find(e.shard); s != stranded_until_.end() && e.t_us <= s->second) {
-    if (!ks.pending.count(e.seq)) ++n.stranded_by_rollback;  // sent before that overlap ended
-    return;
-  }
   auto [it, fresh] = ks.pending.try_emplace(e.seq);
   Pending& p = it->second;
   if (fresh) {
@@ -101,22 +97,6 @@ void DeliveryCheck::OnLost(const HistEvent& e, CheckerCounters& n) {
   }
   for (const std::string& entry : here) forget(entry);
   lost_anything_at_.insert(Location(e.shard, e.id));
-}
-
-void DeliveryCheck::StrandedBy(int32_t shard, int64_t t, CheckerCounters& n) {
-  int64_t& until = stranded_until_[shard];
-  until = std::max(until, t);
-  for (auto& [key, ks] : keys_) {
-    for (auto it = ks.pending.begin(); it != ks.pending.end();) {
-      if (it->second.shard != shard) {
-        ++it;
-        continue;
-      }
-      for (const std::string& entry : it->second.entries) entries_.erase(entry);
-      it = ks.pending.erase(it);
-      ++n.stranded_by_rollback;
-    }
-  }
 }
 
 std::optional<std::string> DeliveryCheck::OnDeliver(const HistEvent& e, CheckerCounters& n,

@@ -41,11 +41,6 @@ class DeliveryCheck {
   // `excused`: the shard is in an S1 overlap a rollback excuses; a skip is not reported
   // (the zombie holder may have taken the skipped entry).
   std::optional<std::string> OnDeliver(const HistEvent& e, CheckerCounters& n, bool excused);
-  // A rollback-excused overlap on `shard` ended: what is still pending there may sit in the
-  // zombie's pending list until the shard's next takeover; S3/S4 no longer expect it.
-  // A publish acked later but SENT at or before `t` (kPublish carries the send time) is
-  // excused the same way.
-  void StrandedBy(int32_t shard, int64_t t, CheckerCounters& n);
 
   // S3 at the end of a run: the acked publishes never delivered nor lost, if any.
   struct Report {
@@ -80,7 +75,6 @@ class DeliveryCheck {
   std::unordered_set<std::string> lost_;  // entries a rollback destroyed (EntryKey)
   // Locations lost by a record that names no content (key ""): any entry there is lost.
   std::unordered_set<std::string> lost_anything_at_;
-  std::unordered_map<int32_t, int64_t> stranded_until_;  // shard → end of its last excused overlap
 };
 
 }  // namespace rsc::sim

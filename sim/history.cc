@@ -4,6 +4,7 @@
 
 #include <array>
 #include <boost/json.hpp>
+#include <charconv>
 #include <limits>
 #include <utility>
 
@@ -11,7 +12,7 @@ namespace rsc::sim {
 
 namespace {
 
-constexpr std::array<std::pair<HistKind, std::string_view>, 18> kKindNames = {{
+constexpr std::array<std::pair<HistKind, std::string_view>, 19> kKindNames = {{
     {HistKind::kAcquire, "acquire"},
     {HistKind::kLease, "lease"},
     {HistKind::kRead, "read"},
@@ -21,6 +22,7 @@ constexpr std::array<std::pair<HistKind, std::string_view>, 18> kKindNames = {{
     {HistKind::kHeartbeat, "heartbeat"},
     {HistKind::kPublish, "publish"},
     {HistKind::kPublishRefused, "publish_refused"},
+    {HistKind::kRouting, "routing"},
     {HistKind::kCommit, "commit"},
     {HistKind::kDecision, "decision"},
     {HistKind::kMutexEnter, "mutex_enter"},
@@ -38,7 +40,7 @@ struct IntField {
   int64_t HistEvent::*member;
   int64_t dflt;
 };
-constexpr std::array<IntField, 10> kIntFields = {{
+constexpr std::array<IntField, 14> kIntFields = {{
     {"seq", &HistEvent::seq, -1},
     {"attempt", &HistEvent::attempt, 0},
     {"epoch", &HistEvent::epoch, -1},
@@ -48,13 +50,17 @@ constexpr std::array<IntField, 10> kIntFields = {{
     {"revision", &HistEvent::revision, -1},
     {"lease_end_us", &HistEvent::lease_end_us, -1},
     {"sent_us", &HistEvent::sent_us, -1},
+    {"grant_ms", &HistEvent::grant_ms, -1},
+    {"req_epoch", &HistEvent::req_epoch, -1},
+    {"in_round", &HistEvent::in_round, -1},
+    {"round_age_ms", &HistEvent::round_age_ms, -1},
     {"t_us", &HistEvent::t_us, 0},
 }};
 struct StrField {
   std::string_view name;
   std::string HistEvent::*member;
 };
-constexpr std::array<StrField, 11> kStrFields = {{
+constexpr std::array<StrField, 16> kStrFields = {{
     {"proc", &HistEvent::proc},
     {"member", &HistEvent::member},
     {"stream", &HistEvent::stream},
@@ -66,6 +72,11 @@ constexpr std::array<StrField, 11> kStrFields = {{
     {"detail", &HistEvent::detail},
     {"req_digest", &HistEvent::req_digest},
     {"resp_digest", &HistEvent::resp_digest},
+    {"claimed", &HistEvent::claimed},
+    {"assigned", &HistEvent::assigned},
+    {"revoked", &HistEvent::revoked},
+    {"owned", &HistEvent::owned},
+    {"blocked", &HistEvent::blocked},
 }};
 
 std::optional<int64_t> AsInt64(const boost::json::value& v) {
@@ -134,6 +145,29 @@ std::optional<HistKind> ParseHistKind(std::string_view name) {
     if (n == name) return kind;
   }
   return std::nullopt;
+}
+
+std::string ShardList(const std::vector<int32_t>& shards) {
+  std::string out = "[";
+  for (size_t i = 0; i < shards.size(); ++i) out += (i ? "," : "") + std::to_string(shards[i]);
+  return out + "]";
+}
+
+std::optional<std::vector<int32_t>> ParseShardList(std::string_view text) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return std::nullopt;
+  std::vector<int32_t> out;
+  text = text.substr(1, text.size() - 2);
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    int32_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || p != item.data() + item.size()) return std::nullopt;
+    out.push_back(v);
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);
+  }
+  return out;
 }
 
 std::string ToJsonLine(const HistEvent& e) {

@@ -38,15 +38,18 @@ enum class HistKind {
   kDeliver,    // handler called: shard, stream, id, key, seq, attempt
   kAck,        // XACK of `id` on `shard` confirmed
   kRelease,    // no more reads or in-flight work on `shard`; detail: drained|abandoned|…
-  kHeartbeat,  // a heartbeat answer: status (or error code), version, lineage, epoch
+  kHeartbeat,  // a heartbeat answer: status (or error code), version, lineage, epoch,
+               // sent_us, grant_ms (the answer's assignmentLeaseMs, when known)
   // ── producer ──
   kPublish,         // XADD acked: key, seq, shard, stream, id, version, lease_end_us
   kPublishRefused,  // the producer failed closed (detail: the error), key, seq
+  kRouting,         // a routing answer reached the producer: sent_us (of the refresh),
+                    // grant_ms (the answer's routingLeaseMs), version, lineage
   // ── coordinator (the simulator; real coordinators when they log) ──
   kCommit,      // a CAS applied: revision, version, lineage
   kDecision,    // a response sent: member, status, version/lineage of the response,
-                // req_version/req_lineage of the request, stored_version it was decided on,
-                // revision it derives from (the committed one)
+                // req_version/req_lineage/req_epoch of the request, stored_version it was
+                // decided on, revision it derives from (the committed one)
   kMutexEnter,  // a coordinator holds the group mutex (believes it does) from t
   kMutexExit,   // … until t (released, expired, or the process died)
   // ── process lifecycle and injected faults (the simulator, the harness, chaos driver) ──
@@ -82,7 +85,25 @@ struct HistEvent {
   int64_t stored_version = -1;
   int64_t revision = -1;
   int64_t lease_end_us = -1;
-  int64_t sent_us = -1;  // kHeartbeat: when the answered request was sent
+  int64_t sent_us = -1;  // kHeartbeat, kRouting: when the answered request was sent
+  // kHeartbeat: the answer's assignmentLeaseMs; kRouting: its routingLeaseMs — the grant as
+  // the coordinator made it, so the checkers need not trust the client's own lease sums.
+  int64_t grant_ms = -1;
+  int64_t req_epoch = -1;  // kDecision: the request's memberEpoch
+  // Shard lists, written "[0,3,5]" ("" = not recorded). kHeartbeat: assigned = the answer's
+  // assignedShards. kDecision: claimed = the request's ownedShards and DRAINING shards;
+  // assigned / revoked = the answer's assignedShards / revokeShards; owned / blocked = the
+  // shards the member owns / is recorded as blocking in the state the answer derives from,
+  // and in_round = 1 if that state has a correction round (0 if not, -1 unknown).
+  std::string claimed;
+  std::string assigned;
+  std::string revoked;
+  std::string owned;
+  std::string blocked;
+  int64_t in_round = -1;
+  // kCommit: the write ended the correction round of the state it replaced, which had
+  // lasted this long on the coordinators' clocks (-1: no round ended).
+  int64_t round_age_ms = -1;
   std::string status;
   std::string detail;
   // kDecision: canonical digests of the request and of the response (S6: a retried
@@ -92,6 +113,10 @@ struct HistEvent {
 };
 
 using History = std::vector<HistEvent>;
+
+// The shard-list fields: "[0,3,5]"; "" (not recorded) parses as nullopt.
+std::string ShardList(const std::vector<int32_t>& shards);
+std::optional<std::vector<int32_t>> ParseShardList(std::string_view text);
 
 // JSONL: one object per line. Parse errors name the line number.
 std::string ToJsonLine(const HistEvent& e);

@@ -9,7 +9,9 @@
 // default seed count that left a probe at zero also fails.
 //
 // --expect INV turns a sweep into a mutation check: it succeeds when some seed violates
-// invariant INV (the mutant binaries rsc-sim-mutant-* are built with a protocol bug).
+// invariant INV. --mutant NAME runs a deliberately broken rule (sim/mutants.h,
+// --list-mutants); the binary rsc-sim-mutant-resume_revoking_on_failure is built with one.
+// An --expect run stops at the first violation: a different invariant than expected fails.
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <random>
 #include <string>
 
+#include "sim/mutants.h"
 #include "sim/simulation.h"
 
 int main(int argc, char** argv) {
@@ -34,6 +37,8 @@ int main(int argc, char** argv) {
   int consumers = 0;
   int producers = 0;
   std::string expect;
+  std::string mutant;
+  bool list_mutants = false;
   bool quiet = false;
   app.add_option("--seed", seed, "Run (replay) exactly this seed");
   app.add_option("--seeds", seeds, "Sweep this many seeds from --base-seed");
@@ -48,14 +53,26 @@ int main(int argc, char** argv) {
   app.add_flag("--no-faults", no_faults, "Switch every BUGGIFY site off");
   app.add_option("--expect", expect,
                  "Succeed only if some seed violates this invariant (mutation checks)");
+  app.add_option("--mutant", mutant, "Run with this rule deliberately broken (--list-mutants)")
+      ->check([](const std::string& name) {
+        return FindMutant(name) != nullptr ? std::string() : "unknown mutant '" + name + "'";
+      });
+  app.add_flag("--list-mutants", list_mutants, "List the run-time mutants and exit");
   app.add_flag("--quiet", quiet, "Print only failures and the final summary");
   CLI11_PARSE(app, argc, argv);
+  if (list_mutants) {
+    for (const MutantInfo& m : Mutants()) {
+      std::printf("%-26s breaks %-8s caught by %-4s %s\n", m.name, m.rule, m.invariant, m.what);
+    }
+    return 0;
+  }
 
   SimOptions base;
   base.safety_ms = safety_seconds * 1000;
   base.shards = shards;
   base.consumers = consumers;
   base.producers = producers;
+  base.mutant = mutant;
   base.sites = all_faults  ? rsc::sim::Buggify::Mode::kAllOn
                : no_faults ? rsc::sim::Buggify::Mode::kAllOff
                            : rsc::sim::Buggify::Mode::kRandom;

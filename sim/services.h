@@ -36,6 +36,9 @@ class Services {
   // to the connection's epoch). Exactly one reply comes back.
   virtual void SendRedis(const std::string& from_node, uint64_t& conn_epoch, RedisExec exec,
                          std::function<void(const StreamReply&)> on_reply) = 0;
+  // Faults are still being injected (the safety phase): rare bad behaviour of a client
+  // itself (a handler that hangs) is injected only then, so the heal can converge.
+  virtual bool in_fault_phase() const = 0;
   // Deliveries of (key, seq) so far, before this one (redelivery probe).
   virtual int64_t CountDelivery(const std::string& key, int64_t seq) = 0;
   // An XADD of (key, seq) was acknowledged (the run's end waits for its delivery; a rollback

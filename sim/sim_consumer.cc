@@ -259,9 +259,12 @@ void SimConsumer::SendHeartbeat(const client::SendHeartbeat& s) {
 }
 
 void SimConsumer::EmitHeartbeat(TimeMs sent, const std::string& status, int64_t version,
-                                const std::string& lineage, int64_t epoch, bool leave) {
+                                const std::string& lineage, int64_t epoch, bool leave,
+                                int64_t grant_ms, std::string assigned) {
   HistEvent e = Event(HistKind::kHeartbeat);
   e.sent_us = sent * 1000;
+  e.grant_ms = grant_ms;
+  e.assigned = std::move(assigned);
   e.status = status;
   e.version = version;
   e.lineage = lineage;
@@ -278,8 +281,11 @@ void SimConsumer::OnHeartbeatReply(uint64_t id, const HttpResponse& resp) {
   if (resp.status == 200) {
     Result<HeartbeatResponse> parsed = ParseHeartbeatResponse(resp.body);
     if (parsed.ok()) {
+      // The grant as the coordinator made it (before any mutant tampers with the answer).
       EmitHeartbeat(sent.sent, std::string(HeartbeatStatusName(parsed->status)),
-                    parsed->metadata_version, parsed->lineage, parsed->member_epoch, sent.leave);
+                    parsed->metadata_version, parsed->lineage, parsed->member_epoch, sent.leave,
+                    parsed->assignment_lease_ms, ShardList(parsed->assigned_shards));
+      w.mutant().OnHeartbeatAnswer(*parsed, sent.sent, w.now());
       if (parsed->status == HeartbeatStatus::kSyncMetadata) {
         w.probes().Hit("sync_metadata_delivered");
       }
@@ -406,7 +412,10 @@ void SimConsumer::Abandon(Reader& r, const std::string& reason) {
   r.release_reason = reason;
   const int64_t now_us = env_.world().now() * 1000;
   const auto end = core_.lease_end();
-  r.abandoned_lease_us = end ? std::min(GlobalUs(*end), now_us) : now_us;
+  // No lease any more (dropped by an UNKNOWN_MEMBER_ID/FENCED answer): the window's grant
+  // ended with the last lease it had, not now.
+  const int64_t last = last_lease_us_ < 0 ? now_us : std::min(last_lease_us_, now_us);
+  r.abandoned_lease_us = end ? std::min(GlobalUs(*end), now_us) : last;
   r.batch.clear();  // no further handler calls, no XACK
   r.acks.clear();
   r.batch_active = false;
@@ -528,6 +537,12 @@ void SimConsumer::StartHandler(Reader& r, const StreamEntry& entry) {
   w.Emit(std::move(e));
   TimeMs d = w.rng().Uniform(p_.handler_min_ms, p_.handler_max_ms);
   if (w.buggify().Fire("consumer.slow_handler", 0.02, w.rng())) d += w.rng().Uniform(20, 60);
+  // A handler that hangs for a while (a poison message, a stuck downstream): its shard
+  // drains past the member lease, and maybe past the rebalance timeout.
+  if (env_.in_fault_phase() && w.buggify().Fire("consumer.hung_handler", 0.0005, w.rng())) {
+    w.probes().Hit("handler_hung");
+    d += w.rng().Uniform(p_.member_lease_ms, p_.member_lease_ms + p_.rebalance_timeout_ms);
+  }
   const uint64_t id = r.id;
   const StreamId entry_id = entry.id;
   w.After(d, [this, id, entry_id] {
@@ -700,6 +715,7 @@ void SimConsumer::Step(uint64_t id) {
         const std::string stream = streams_[r.shard];
         const StreamId cursor = r.claim_cursor;
         const int count = p_.max_batch;
+        const bool skip = env_.world().mutant().SkipsTakeover();  // MUTANT c7_skip_takeover
         HistEvent e = Event(HistKind::kRead);
         e.shard = r.shard;
         e.stream = stream;
@@ -707,9 +723,10 @@ void SimConsumer::Step(uint64_t id) {
         env_.world().Emit(std::move(e));
         Send(
             r,
-            [stream, group, consumer, cursor, count](SimRedis& redis,
-                                                     std::function<void(StreamReply)> done) {
+            [stream, group, consumer, cursor, count, skip](SimRedis& redis,
+                                                           std::function<void(StreamReply)> done) {
               done(redis.Stream([&](Streams& s) {
+                if (skip) return StreamOp{};  // an empty last page: nothing claimed
                 return XAutoClaim(s, stream, group, consumer, cursor, count);
               }));
             },

@@ -44,6 +44,8 @@ struct ConsumerParams {
   TimeMs block_ms = 1000;
   TimeMs handler_min_ms = 1;
   TimeMs handler_max_ms = 20;
+  TimeMs member_lease_ms = 10000;       // the group's, to size a hung handler
+  TimeMs rebalance_timeout_ms = 30000;  // the group's, to size a hung handler
   TimeMs shutdown_timeout_ms = 10000;
   TimeMs backoff_initial_ms = 100;
   TimeMs backoff_max_ms = 2000;
@@ -128,7 +130,8 @@ class SimConsumer {
   void OnHeartbeatReply(uint64_t id, const HttpResponse& resp);
   void OnHeartbeatTimeout(uint64_t id);
   void EmitHeartbeat(TimeMs sent, const std::string& status, int64_t version,
-                     const std::string& lineage, int64_t epoch, bool leave);
+                     const std::string& lineage, int64_t epoch, bool leave, int64_t grant_ms = -1,
+                     std::string assigned = "");
   void RequestRouting();
   bool MayProcess() const;
 

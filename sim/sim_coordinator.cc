@@ -32,6 +32,10 @@ class SimCoordinator::Store : public MetadataStore {
     bool valid = false;
     int64_t stored_version = -1;
     int64_t revision = -1;
+    // The state the answer derives from (the load, or this request's write), for the
+    // conformance facts a kDecision carries (sim/checkers.h S11, S12). With heartbeats
+    // batched, the batch's written state.
+    std::shared_ptr<const GroupMetadata> state;
   };
   void ResetBasis() { basis_ = Basis{}; }
   const Basis& basis() const { return basis_; }
@@ -43,7 +47,7 @@ class SimCoordinator::Store : public MetadataStore {
   Result<StoredGroup> Load(const GroupKey& key, TimeMs now_ms) override {
     auto r = Call<StoredGroup>([&] { return redis().Load(key, now_ms); }, true);
     if (r.ok()) {
-      basis_ = Basis{true, r->meta->version.value(), r->revision.value()};
+      basis_ = Basis{true, r->meta->version.value(), r->revision.value(), r->meta};
     } else {
       basis_.valid = false;
     }
@@ -81,12 +85,20 @@ class SimCoordinator::Store : public MetadataStore {
         },
         true, lose_reply);
     if (lose_reply && executed) w.probes().Hit("cas_unknown_result");
+    if (r.ok() && !r->applied && next != nullptr && w.mutant().AnswersBeforeCas()) {
+      // MUTANT r32_answer_before_cas (sim/mutants.h): the conflict is ignored and the
+      // decision answered as if it had been written.
+      r = CasOutcome{true, StoreRevision(expected.value() + 1)};
+    }
     if (!r.ok() || !r->applied) {
       basis_.valid = false;
       return r;
     }
     basis_.revision = r->revision.value();
-    if (next != nullptr) basis_.stored_version = next->version.value();  // M10: after the write
+    if (next != nullptr) {
+      basis_.stored_version = next->version.value();  // M10: after the write
+      basis_.state = std::make_shared<const GroupMetadata>(*next);
+    }
     if (w.buggify().Fire("coord.crash_after_cas", 0.01, w.rng())) {
       w.probes().Hit("coord_crashed_after_cas");
       c_.Crash("after its CAS, before answering");
@@ -220,18 +232,46 @@ class SimCoordinator::Recorder : public CoordinatorApi {
     e.detail = req.member_epoch == -1 ? "leave" : "heartbeat";
     e.req_version = req.metadata_version;
     e.req_lineage = req.lineage;
+    e.req_epoch = req.member_epoch;
     e.req_digest = Digest(SerializeHeartbeatRequest(req));
+    std::vector<int32_t> claimed = req.owned_shards;
+    for (const RevokingReport& rr : req.revoking_shards) {
+      if (rr.state == RevokeState::kDraining) claimed.push_back(rr.shard);
+    }
+    std::sort(claimed.begin(), claimed.end());
+    e.claimed = ShardList(claimed);
     const bool decided = r.ok() || DecidedError(r.error().code);
     const auto& basis = c_.store_->basis();
     if (decided && basis.valid) {
       e.stored_version = basis.stored_version;
       e.revision = basis.revision;
     }
+    if (r.ok() && basis.valid && basis.state) {
+      // What the state the answer derives from says of this member (S11/S12 oracle data).
+      const GroupMetadata& m = *basis.state;
+      std::vector<int32_t> owned, blocked;
+      for (int32_t s = 0; s < m.shard_count; ++s) {
+        if (m.shards[static_cast<size_t>(s)].owner == req.member_id.str()) owned.push_back(s);
+      }
+      if (m.round) {
+        for (const Blocker& b : m.round->blockers) {
+          if (b.member == req.member_id) blocked.push_back(b.shard.value());
+        }
+      }
+      e.owned = ShardList(owned);
+      e.blocked = ShardList(blocked);
+      // An unproven claim is no evidence and blocks nothing (S12 does not judge it).
+      const bool unproven = CheckClientVersion(m, req.metadata_version, req.lineage,
+                                               c_.clock_.NowMs()) == VersionCheck::kUnproven;
+      e.in_round = unproven ? -1 : (m.round ? 1 : 0);
+    }
     if (r.ok()) {
       e.status = std::string(HeartbeatStatusName(r->status));
       e.version = r->metadata_version;
       e.lineage = r->lineage;
       e.epoch = r->member_epoch;
+      e.assigned = ShardList(r->assigned_shards);
+      e.revoked = ShardList(r->revoke_shards);
       e.resp_digest = Digest(SerializeHeartbeatResponse(*r));
     } else {
       e.status = std::string(ErrorCodeName(r.error().code));

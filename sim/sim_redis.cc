@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "core/codec.h"
+
 namespace rsc::sim {
 
 int32_t ShardOfStream(const std::string& stream) {
@@ -22,7 +24,7 @@ namespace {
 
 // The kCommit history event S6 judges decisions against: what `proc` wrote at `revision`.
 void EmitCommit(World& world, const std::string& proc, int64_t revision,
-                const GroupMetadata& written, const char* how) {
+                const GroupMetadata& written, const char* how, int64_t round_age_ms = -1) {
   HistEvent e;
   e.kind = HistKind::kCommit;
   e.proc = proc;
@@ -30,7 +32,22 @@ void EmitCommit(World& world, const std::string& proc, int64_t revision,
   e.version = written.version.value();
   e.lineage = written.lineage;
   e.detail = how;
+  e.round_age_ms = round_age_ms;
   world.Emit(std::move(e));
+}
+
+// S13 oracle data: when a write replaces a state whose correction round it ends, how long
+// the round lasted (coordinator wall clocks: the write's updatedMs − the round's startedMs).
+int64_t RoundEndedAfterMs(const MemoryStore& store, const GroupKey& key,
+                          const GroupMetadata& next) {
+  auto h = store.data().hashes.find(key.Tag());
+  if (h == store.data().hashes.end()) return -1;
+  auto agg = h->second.fields.find("aggregate");
+  if (agg == h->second.fields.end()) return -1;
+  Result<GroupMetadata> old = DecodeAggregate(agg->second);
+  if (!old.ok() || !old->round) return -1;
+  if (next.round && next.round->id == old->round->id) return -1;  // still going
+  return next.updated_ms - old->round->started_ms;
 }
 
 }  // namespace
@@ -110,11 +127,12 @@ Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupK
                                            StoreRevision expected, const GroupMetadata* next,
                                            const LivenessUpdate& liveness, TimeMs now_ms) {
   RSC_RETURN_IF_ERROR(Up());
+  const int64_t round_age = next != nullptr ? RoundEndedAfterMs(primary_, key, *next) : -1;
   auto r = primary_.CompareAndSet(key, expected, next, liveness, now_ms);
   if (r.ok() && r->applied) {
     ReplicateMeta();
     if (next != nullptr) {
-      EmitCommit(world_, proc, r->revision.value(), *next, "cas");
+      EmitCommit(world_, proc, r->revision.value(), *next, "cas", round_age);
     }
   }
   return r;

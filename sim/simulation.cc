@@ -297,6 +297,7 @@ SimResult Simulation::Run() {
   cc.max_routing_lease_us = p_.group.routing_lease_ms * 1000;
   cc.member_lease_us = p_.group.member_lease_ms * 1000;
   cc.convergence_bound_us = p_.convergence_bound_ms * 1000;
+  cc.clock_skew_us = 2 * p_.skew_bound_ms * 1000;
   world_.SetChecker(cc);
   world_.set_trace(opt_.trace);
   redis_.set_max_lag_ms(p_.max_lag_ms);
@@ -444,6 +445,7 @@ std::string ReplayCommand(const SimOptions& o, const std::string& binary) {
   if (o.producers > 0) cmd += fmt::format(" --producers {}", o.producers);
   if (o.sites == Buggify::Mode::kAllOn) cmd += " --all-faults";
   if (o.sites == Buggify::Mode::kAllOff) cmd += " --no-faults";
+  if (!o.mutant.empty()) cmd += " --mutant " + o.mutant;
   return cmd + " --trace";
 }
 

@@ -37,6 +37,7 @@ struct SimOptions {
   int producers = 0;
   Buggify::Mode sites = Buggify::Mode::kRandom;
   FILE* trace = nullptr;  // print every event as it happens
+  std::string mutant;     // a run-time mutant (sim/mutants.h); "" = the correct system
   size_t tail = 50;       // events kept for the failure report
 };
 

@@ -38,6 +38,9 @@ class Simulation : public Services {
     coord_ctx_.service.lock_ttl = std::chrono::milliseconds(p_.lock_ttl_ms);
     coord_ctx_.service.lock_wait = std::chrono::milliseconds(p_.lock_wait_ms);
     coord_ctx_.tick_interval_ms = p_.tick_ms;
+    world_.set_mutant(o.mutant);
+    mutant_decider_ = MakeMutantDecider(o.mutant);
+    coord_ctx_.service.decider = mutant_decider_.get();
     coord_ctx_.redis_timeout_ms = p_.coord_redis_timeout_ms;
     redis_.set_on_lock_lost([this](const std::string& proc) {
       // The mutex went away under its holder: model why — the holder stalled — so the
@@ -53,6 +56,8 @@ class Simulation : public Services {
     consumer_params_.max_batch = p_.max_batch;
     consumer_params_.block_ms = p_.block_ms;
     consumer_params_.handler_max_ms = p_.handler_max_ms;
+    consumer_params_.member_lease_ms = p_.group.member_lease_ms;
+    consumer_params_.rebalance_timeout_ms = p_.group.rebalance_timeout_ms;
     producer_params_.group = key_;
     producer_params_.endpoint_count = p_.coord_slots;
     producer_params_.http_timeout_ms = p_.http_timeout_ms;
@@ -75,6 +80,7 @@ class Simulation : public Services {
                 std::function<void(const HttpResponse&)> on_reply) override;
   void SendRedis(const std::string& from_node, uint64_t& conn_epoch, RedisExec exec,
                  std::function<void(const StreamReply&)> on_reply) override;
+  bool in_fault_phase() const override { return phase_ == Phase::kSafety; }
   int64_t CountDelivery(const std::string& key, int64_t seq) override {
     undelivered_.erase({key, seq});
     return deliveries_[{key, seq}]++;
@@ -136,6 +142,7 @@ class Simulation : public Services {
   TimeMs drain_cap_ = -1;  // the end waits for the last deliveries until then at most
   TimeMs last_rollback_ = -1'000'000;
 
+  std::unique_ptr<Decider> mutant_decider_;  // sim/mutants.h; null in a correct run
   CoordContext coord_ctx_;
   std::vector<CoordSlot> coord_slots_;
   int coords_alive_ = 0;

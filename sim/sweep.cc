@@ -27,7 +27,6 @@ void SweepTotals::Add(const SimResult& r) {
   counters.refused_publishes += c.refused_publishes;
   counters.syncs_after_rollback += c.syncs_after_rollback;
   counters.handoffs_excused += c.handoffs_excused;
-  counters.stranded_by_rollback += c.stranded_by_rollback;
 }
 
 std::vector<std::string> SweepTotals::UnreachedProbes() const {
@@ -52,12 +51,12 @@ std::string SweepTotals::Summary() const {
   out += fmt::format("{:<28} {}\n", "history events", events);
   out += fmt::format(
       "{:<28} publishes {} delivered {} redeliveries {} lost-by-rollback {} "
-      "stranded-by-rollback {} refused {} handoffs {} overlaps-excused {} handoffs-excused {} "
+      "refused {} handoffs {} overlaps-excused {} handoffs-excused {} "
       "syncs-after-rollback {} mutex-double-entries {}\n",
       "checker counters", counters.publishes, counters.delivered_unique, counters.redeliveries,
-      counters.lost_by_rollback, counters.stranded_by_rollback, counters.refused_publishes,
-      counters.handoffs, counters.overlaps_excused, counters.handoffs_excused,
-      counters.syncs_after_rollback, counters.mutex_double_entries);
+      counters.lost_by_rollback, counters.refused_publishes, counters.handoffs,
+      counters.overlaps_excused, counters.handoffs_excused, counters.syncs_after_rollback,
+      counters.mutex_double_entries);
   out += "faults injected:\n";
   for (const auto& [k, v] : faults) out += fmt::format("  {:<26} {}\n", k, v);
   out += "rare-path probes:\n";

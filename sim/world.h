@@ -23,6 +23,7 @@
 #include "sim/buggify.h"
 #include "sim/checkers.h"
 #include "sim/history.h"
+#include "sim/mutants.h"
 #include "sim/rng.h"
 
 namespace rsc::sim {
@@ -40,6 +41,9 @@ class World {
   Rng& rng() { return rng_; }
   Buggify& buggify() { return buggify_; }
   Probes& probes() { return probes_; }
+  // The run-time mutant in force (sim/mutants.h); its name is "" in a correct run.
+  const ClientMutant& mutant() const { return mutant_; }
+  void set_mutant(std::string name) { mutant_.name = std::move(name); }
 
   // ── events ──
   void At(TimeMs t, std::function<void()> fn);
@@ -104,6 +108,7 @@ class World {
   bool stopped_ = false;
   std::map<std::string, int64_t> fault_counts_;
   FILE* trace_ = nullptr;
+  ClientMutant mutant_;
 };
 
 // A readable one-line form of an event (traces and failure reports).

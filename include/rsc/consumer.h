@@ -166,6 +166,10 @@ struct ConsumerEvent {
   int64_t sent_us = -1;
   std::string status;
   std::string detail;
+  // kHeartbeat answers: the answer's assignedShards and assignmentLeaseMs (the grant as the
+  // coordinator made it, before the library derives its lease from it).
+  std::vector<int32_t> assigned_shards;
+  int64_t granted_lease_ms = -1;
 };
 
 // Runs on library threads (the coordinator thread and the shard reader threads),

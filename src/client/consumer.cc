@@ -437,6 +437,8 @@ class Consumer::Impl : public client::ReaderHost {
         e.assignment_epoch = r.assignment_epoch;
         e.metadata_version = r.metadata_version;
         e.lineage = r.lineage;
+        e.assigned_shards = r.assigned_shards;
+        e.granted_lease_ms = r.assignment_lease_ms;
         if (send.leave) e.detail = "leave";
       } else {
         e.status = std::string(ErrorCodeName(outcome.error));

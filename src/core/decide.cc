@@ -102,9 +102,6 @@ struct Work {
   std::vector<Event> events;
   TimeMs now = 0;
   bool round_started = false;
-#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
-  int64_t bump_to = 0;  // MUTANT: the client version the stored one is raised to
-#endif
 
   void Emit(EventKind k, const std::string& member, int32_t shard = -1, std::string d = {}) {
     events.push_back(Event{k, member, shard, std::move(d)});
@@ -183,13 +180,7 @@ void Settle(Work& w) {
   for (int32_t s = 0; s < m.shard_count; ++s) {
     ShardState& sh = m.shards[static_cast<size_t>(s)];
     // K1: a free shard goes to its target; nothing else ever moves ownership forward.
-#if defined(RSC_MUTATION_ASSIGN_BEFORE_REVOKE)
-    // MUTANT (built only as sim/ rsc-sim-mutant-assign_before_revoke, never into the
-    // product): the new target owns the shard at once, before the old owner revoked it.
-    if (!sh.target.empty() && sh.owner != sh.target && !IsBlocked(m, s)) {
-#else
     if (sh.owner.empty() && !sh.target.empty() && !IsBlocked(m, s)) {
-#endif
       sh.owner = sh.target;
       w.Emit(EventKind::kShardAssigned, sh.owner, s);
     }
@@ -329,17 +320,8 @@ Decision<R> Commit(const GroupMetadata& stored, Work&& w, const Env& env, Result
   // (expired, then rejoined) keeps its new deadline whatever order the store applies.
   for (const auto& [id, dl] : w.liveness.set) std::erase(w.liveness.remove, id);
   Decision<R> d{std::nullopt, std::move(w.liveness), std::move(response), std::move(w.events)};
-#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
-  if (!(w.next == stored) || w.bump_to > 0) {
-    Stamp(stored, w.next, env);
-    if (w.bump_to > w.next.version.value()) {  // MUTANT: "catch up" with the client
-      w.next.version = MetadataVersion(w.bump_to);
-      w.next.lineage_history = {LineageEntry{w.next.version, w.next.lineage}};
-    }
-#else
   if (!(w.next == stored)) {
     Stamp(stored, w.next, env);
-#endif
     Status inv = CheckInvariants(w.next);
     if (!inv.ok()) return FailClosed<R>(stored, inv.error().message, std::move(d.events));
     d.next = std::move(w.next);
@@ -481,16 +463,10 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
     d.response = *plan.error;
     return d;
   }
-#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
-  // MUTANT: the client's version was trusted (the stored one raised to it), so its
-  // regression is not answered SYNC_METADATA here either.
-  const bool regression = false;
-#else
   // Ahead, diverged or unproven: the answer is the stored truth (M2), whether or not the
   // claim is evidence.
   const bool regression =
       NeedsSync(CheckClientVersion(view, plan.client_version, plan.client_lineage, env.now_ms));
-#endif
   const Member* mem = view.FindMember(plan.member);
   if (plan.left || !mem) {
     HeartbeatResponse r;
@@ -710,14 +686,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
   ApplyTime(w, live);
   GroupMetadata& m = w.next;
   const VersionCheck vc = CheckClientVersion(stored, req.metadata_version, req.lineage, env.now_ms);
-#if defined(RSC_MUTATION_BUMP_VERSION_ON_ROLLBACK)
-  // MUTANT (built only as sim/ rsc-sim-mutant-bump_version_on_rollback): trust the client —
-  // raise the stored version to the one it reports instead of answering SYNC_METADATA.
-  const bool regression = false;
-  if (vc == VersionCheck::kAhead) w.bump_to = req.metadata_version;
-#else
   const bool regression = IsRegression(vc);  // evidence of lost writes: rounds, blockers
-#endif
   // Nothing an unproven request says changes state: no REVOKED report applies, no claim
   // blocks, and it never counts as synced. Its answer is the stored truth (CommitHeartbeat).
   const bool untrusted = regression || vc == VersionCheck::kUnproven;

@@ -14,11 +14,17 @@ GroupService::GroupService(MetadataStore& store, Clock& clock, TokenSource& toke
                            ServiceObserver& observer, GroupServiceOptions options,
                            std::function<Status()> ready_probe)
     : store_(store),
+      decide_(options.decider != nullptr ? *options.decider : Decider::Real()),
       clock_(clock),
       tokens_(tokens),
       observer_(observer),
       options_(options),
       ready_probe_(std::move(ready_probe)) {}
+
+const Decider& Decider::Real() {
+  static const Decider real;
+  return real;
+}
 
 std::shared_ptr<std::mutex> GroupService::MonitorFor(const GroupKey& key) {
   std::lock_guard<std::mutex> lock(monitors_mu_);
@@ -171,7 +177,7 @@ std::vector<Result<HeartbeatResponse>> GroupService::RunHeartbeatBatch(
         for (size_t i = 0; i < batch.size(); ++i) {
           // One fresh lineage token per decision: each committed version gets its own.
           Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken(), env.fresh_key};
-          auto d = DecideHeartbeat(*state, live, *batch[i]->req, step);
+          auto d = decide_.Heartbeat(*state, live, *batch[i]->req, step);
           ApplyLiveness(live, d.liveness);
           MergeLiveness(out.liveness, d.liveness);
           out.events.insert(out.events.end(), d.events.begin(), d.events.end());
@@ -278,7 +284,7 @@ Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroup
                                     req.expected_revision, loaded.value())),
               {}};
         }
-        return DecidePatch(m, l, req, env);
+        return decide_.Patch(m, l, req, env);
       },
       nullptr, &rev);
   if (!r.ok()) return r;
@@ -294,7 +300,7 @@ Status GroupService::DeleteGroup(const GroupKey& key, int64_t expected_revision)
 Result<GroupView> GroupService::FenceMember(const GroupKey& key, const MemberId& member) {
   auto r = Mutate<Unit>(key, options_.lock_wait,
                         [&](const GroupMetadata& m, const Liveness& l, const Env& env,
-                            StoreRevision) { return DecideFence(m, l, member, env); });
+                            StoreRevision) { return decide_.Fence(m, l, member, env); });
   if (!r.ok()) return r.error();
   return DescribeGroup(key);
 }
@@ -345,7 +351,7 @@ Result<bool> GroupService::Tick(const GroupKey& key) {
   auto r = Mutate<Unit>(
       key, std::chrono::milliseconds(0),
       [&](const GroupMetadata& m, const Liveness& l, const Env& env, StoreRevision) {
-        return DecideTick(m, l, env);
+        return decide_.Tick(m, l, env);
       },
       &wrote);
   if (!r.ok()) return r.error();

@@ -40,11 +40,38 @@ class ServiceObserver {
   virtual void OnTick(const GroupKey&, bool /*wrote*/) {}
 };
 
+// The pure core's mutating decisions as GroupService calls them. Production uses
+// Decider::Real(); the simulator substitutes deliberately broken deciders (sim/mutants.h)
+// that its checkers must catch — the mutant lives outside the product's files, as a
+// replacement object, instead of an #if inside the core.
+class Decider {
+ public:
+  virtual ~Decider() = default;
+  virtual Decision<HeartbeatResponse> Heartbeat(const GroupMetadata& stored, const Liveness& live,
+                                                const HeartbeatRequest& req, const Env& env) const {
+    return DecideHeartbeat(stored, live, req, env);
+  }
+  virtual Decision<Unit> Tick(const GroupMetadata& stored, const Liveness& live,
+                              const Env& env) const {
+    return DecideTick(stored, live, env);
+  }
+  virtual Decision<GroupView> Patch(const GroupMetadata& stored, const Liveness& live,
+                                    const PatchGroupRequest& req, const Env& env) const {
+    return DecidePatch(stored, live, req, env);
+  }
+  virtual Decision<Unit> Fence(const GroupMetadata& stored, const Liveness& live,
+                               const MemberId& member, const Env& env) const {
+    return DecideFence(stored, live, member, env);
+  }
+  static const Decider& Real();
+};
+
 struct GroupServiceOptions {
   std::chrono::milliseconds lock_ttl{2000};
   std::chrono::milliseconds lock_wait{1500};
   int max_attempts = 5;              // CAS conflicts retried before answering LOCK_TIMEOUT
   size_t max_heartbeat_batch = 256;  // heartbeats decided under one load + CAS
+  const Decider* decider = nullptr;  // nullptr: Decider::Real(); must outlive the service
 };
 
 class GroupService : public CoordinatorApi {
@@ -92,6 +119,7 @@ class GroupService : public CoordinatorApi {
                    bool* wrote = nullptr, StoreRevision* revision_out = nullptr);
 
   MetadataStore& store_;
+  const Decider& decide_;
   Clock& clock_;
   TokenSource& tokens_;
   ServiceObserver& observer_;

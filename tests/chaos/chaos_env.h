@@ -197,9 +197,11 @@ class ChaosEnv {
   // Records a `lost` event (with the entry's key and seq) for every entry `before` has that
   // `after` lacks — also when `after` holds that id with other content (a promoted node
   // may reuse an id the old master gave to a message it lost).
-  int64_t RecordLost(const StreamContents& before, const StreamContents& after) {
+  // The records are stamped `t`: when the loss happened (the failover), not when reading the
+  // nodes finished — a delivery in between must already see them (a 10-minute run reported
+  // S4 for entries a failover lost, delivered around while the harness was still reading).
+  int64_t RecordLost(const StreamContents& before, const StreamContents& after, int64_t t) {
     int64_t n = 0;
-    const int64_t t = MonotonicUs();
     for (const auto& [shard, entries] : before) {
       auto it = after.find(shard);
       for (const auto& [id, content] : entries) {
@@ -241,13 +243,14 @@ class ChaosEnv {
     redis_proxy_->ResetAll();
     // The rollback happens here: from now on every command reaches the promoted replica
     // (a request sent after this record is answered from the state it holds).
+    const int64_t failover_t = MonotonicUs();
     RecordFault("failover");
     // Every reply a client received from the old master was sent before the reset, so the
     // old master's streams now hold every acknowledged entry it will ever have.
     StreamContents before, after;
     if (auto r = ReadStreams(old_master, &before); !r) return r << " (the old master)";
     if (auto r = ReadStreams(promoted, &after); !r) return r << " (the promoted replica)";
-    RecordLost(before, after);
+    RecordLost(before, after, failover_t);
     old_master.Kill();
     master_ = 1 - master_;
     // The old master comes back as the new replica (its own data is discarded by the full
@@ -279,6 +282,7 @@ class ChaosEnv {
   ::testing::AssertionResult RestoreOlderSnapshot() {
     if (!has_snapshot()) return ::testing::AssertionFailure() << "no snapshot of this master";
     redis_proxy_->SetFaults({.blackhole = true});  // clients wait, as for a restarting host
+    const int64_t restore_t = MonotonicUs();
     RecordFault("snapshot_restore");
     StreamContents before;
     if (auto r = ReadStreams(master(), &before); !r) return r << " (before the restore)";
@@ -290,7 +294,7 @@ class ChaosEnv {
     if (auto r = master().Start(); !r) return r;
     StreamContents after;
     if (auto r = ReadStreams(master(), &after); !r) return r << " (after the restore)";
-    RecordLost(before, after);
+    RecordLost(before, after, restore_t);
     redis_proxy_->ResetAll();
     redis_proxy_->SetFaults({});
     snapshot_path_.clear();

@@ -167,6 +167,10 @@ HistEvent FromConsumerEvent(const rsc::ConsumerEvent& c, const std::string& proc
       e.version = c.metadata_version;
       e.lineage = c.lineage;
       e.sent_us = c.sent_us;
+      if (c.granted_lease_ms > 0) {
+        e.grant_ms = c.granted_lease_ms;
+        e.assigned = rsc::sim::ShardList(c.assigned_shards);
+      }
       break;
     default:
       break;

@@ -752,6 +752,116 @@ TEST(CheckerRun, ASimulatorSizedRunStaysCheap) {
   EXPECT_EQ(checker.counters().handoffs, 249 * 16);
 }
 
+// ── issue 9: excuses as narrow as the faults, grants judged as the coordinator made them ──
+
+HistEvent Answered(int64_t t, std::string proc, int64_t sent_us, int64_t grant_ms,
+                   std::string assigned, std::string status = "OK") {
+  HistEvent e = Heartbeat(t, std::move(proc), std::move(status), sent_us);
+  e.grant_ms = grant_ms;
+  e.assigned = std::move(assigned);
+  return e;
+}
+
+TEST(CheckerS1, ALeaseBeyondEveryGrantFails) {
+  // Answered: sent at 1000 µs with assignmentLeaseMs 2 → the grant ends at 3000 µs.
+  ExpectClean({Answered(1'100, "a", 1'000, 2, "[0]"), Acquire(1'100, "a", 0, 3'000)});
+  const Violation v = ExpectViolation(
+      {Answered(1'100, "a", 1'000, 2, "[0]"), Acquire(1'100, "a", 0, 3'100)}, "S1", 1);
+  EXPECT_NE(v.message.find("latest grant ends at 3000"), std::string::npos) << v.message;
+  // A lease that shortens (fail closed) or repeats the grant is no violation.
+  ExpectClean({Answered(1'100, "a", 1'000, 2, "[0]"), Acquire(1'100, "a", 0, 3'000),
+               Lease(2'000, "a", 2'500)});
+}
+
+// An overlap a rollback excused is judged again once neither side is excused: a split that
+// began in a rollback's window and goes on must not stay unjudged while both hold.
+TEST(CheckerS1, AnExcusedOverlapIsJudgedAgainWhenTheExcuseEnds) {
+  const History base = {Acquire(0, "a", 0, 8'000), Fault(50, "failover"),
+                        Acquire(100, "b", 0, 8'100)};
+  {
+    const CheckReport r = CheckHistory(base, Config());
+    EXPECT_TRUE(r.violations.empty()) << Describe(r);
+    EXPECT_EQ(r.counters.overlaps_excused, 1);
+  }
+  // a learns the truth and the answer still assigns it shard 0: the coordinator confirmed a
+  // grant while b reads → S1 at the renewal that cleared the mark.
+  History confirmed = base;
+  confirmed.push_back(Answered(150, "a", 120, 8, "[0]"));
+  confirmed.push_back(Lease(150, "a", 8'120));
+  ExpectViolation(confirmed, "S1", 4);
+  // Told to drain it instead (not assigned): the documented window of a lost grant, while
+  // the drain lasts — still excused.
+  History draining = base;
+  draining.push_back(Answered(150, "a", 120, 8, "[]", "DRAIN"));
+  draining.push_back(Lease(150, "a", 8'120));
+  draining.push_back(Release(200, "a", 0, "drained"));
+  ExpectClean(draining);
+}
+
+TEST(CheckerS5, APublishAfterEveryRoutingGrantFails) {
+  HistEvent grant = Ev(0, HistKind::kRouting, "producer-1");
+  grant.sent_us = 0;
+  grant.grant_ms = 1;  // the grant ends at 1000 µs, whatever the producer believes
+  ExpectClean(
+      {grant, Publish(900, "k", 1, 0, "1-0", 1'000'000), Deliver(950, "c", "k", 1, 0, "1-0")});
+  const Violation v =
+      ExpectViolation({grant, Publish(1'500, "k", 1, 0, "1-0", 1'000'000)}, "S5", 1);
+  EXPECT_NE(v.message.find("after every routing lease"), std::string::npos) << v.message;
+}
+
+HistEvent HeartbeatDecision(int64_t t, int64_t req_epoch, int64_t epoch, std::string claimed,
+                            std::string assigned, std::string revoked) {
+  Dec d;
+  HistEvent e = Decision(t, d);
+  e.detail = "heartbeat";
+  e.req_epoch = req_epoch;
+  e.epoch = epoch;
+  e.claimed = std::move(claimed);
+  e.assigned = std::move(assigned);
+  e.revoked = std::move(revoked);
+  return e;
+}
+
+TEST(CheckerS10, AStaleEpochAnsweredAsCurrentFails) {
+  const HistEvent commit = Commit(0, 2, 2, "L2");
+  ExpectClean({commit, HeartbeatDecision(10, 2, 2, "[]", "[]", "[]")});
+  ExpectClean({commit, HeartbeatDecision(10, 0, 2, "[]", "[]", "[]")});  // a join
+  ExpectViolation({commit, HeartbeatDecision(10, 1, 2, "[]", "[]", "[]")}, "S10", 1);
+}
+
+TEST(CheckerS11, EveryClaimedShardIsAnswered) {
+  const HistEvent commit = Commit(0, 2, 2, "L2");
+  ExpectClean({commit, HeartbeatDecision(10, 1, 1, "[0,1]", "[0]", "[1]")});
+  ExpectViolation({commit, HeartbeatDecision(10, 1, 1, "[0,1]", "[0]", "[]")}, "S11", 1);
+  // "You left" (memberEpoch -1): everything is dropped, nothing to list.
+  ExpectClean({commit, HeartbeatDecision(10, 1, -1, "[0,1]", "[]", "[]")});
+}
+
+TEST(CheckerS12, InARoundEveryClaimAgainstTheOwnershipIsBlocked) {
+  const HistEvent commit = Commit(0, 2, 2, "L2");
+  HistEvent d = HeartbeatDecision(10, 1, 1, "[0,1]", "[0]", "[1]");
+  d.owned = "[0]";
+  d.blocked = "[1]";
+  d.in_round = 1;
+  ExpectClean({commit, d});
+  d.blocked = "[]";
+  ExpectViolation({commit, d}, "S12", 1);
+  d.in_round = 0;  // no round: claims are K4's business (revoked), not blockers
+  ExpectClean({commit, d});
+}
+
+TEST(CheckerS13, ARoundEndsOnlyAfterAMemberLease) {
+  HistEvent ok = Commit(0, 2, 2, "L2");
+  ok.round_age_ms = 10;  // 10 ms ≥ member lease 10'000 µs
+  ExpectClean({ok});
+  HistEvent early = Commit(0, 2, 2, "L2");
+  early.round_age_ms = 9;
+  ExpectViolation({early}, "S13", 0);
+  CheckerConfig skewed = Config();
+  skewed.clock_skew_us = 2'000;  // two coordinators' clocks may disagree by this much
+  ExpectClean({early}, skewed);
+}
+
 TEST(CheckerRun, CheckHistoryReportsEveryViolationInOrder) {
   CheckerConfig c = Config();
   const History h = {Acquire(0, "a", 0, 8'000), Acquire(1, "b", 0, 8'001),

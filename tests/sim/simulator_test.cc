@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "sim/mutants.h"
 #include "sim/simulation.h"
 
 namespace rsc::sim {
@@ -162,21 +163,25 @@ TEST(SimulatorRegression, Seed4437484523665089528_ConflictsJudgedOnTheWrittenSta
   ExpectPasses(4437484523665089528ULL);
 }
 
-// ── Mutants: build-time protocol bugs the checkers must catch (sim/CMakeLists.txt). ──
+// ── Mutants: deliberately broken rules the checkers must catch (sim/mutants.h) ──
 
 struct Mutant {
   const char* name;
   const char* invariant;
-  // Seeds 1..seeds must catch it. A budget is a few times the mean seeds-to-catch measured
-  // over several base seeds, so a change that merely reshuffles the simulator's random
-  // draws does not hide a mutant that is still caught as often as before.
+  // Seeds 1..seeds must catch it. A budget is several times the mean seeds-to-catch measured
+  // from three base seeds (in the comment), so a change that merely reshuffles the
+  // simulator's random draws does not hide a mutant that is still caught as often as before.
   int seeds = 20;
+  // Built as its own binary (sim/CMakeLists.txt) rather than chosen with --mutant.
+  bool binary = false;
 };
 
 std::string RunMutant(const Mutant& m, int* status) {
-  const std::string cmd = std::string(RSC_BINARY_DIR) + "/sim/rsc-sim-mutant-" + m.name +
-                          " --seeds " + std::to_string(m.seeds) + " --quiet --expect " +
-                          m.invariant + " 2>&1";
+  const std::string bin = std::string(RSC_BINARY_DIR) + "/sim/" +
+                          (m.binary ? "rsc-sim-mutant-" + std::string(m.name)
+                                    : "rsc-sim --mutant " + std::string(m.name));
+  const std::string cmd =
+      bin + " --seeds " + std::to_string(m.seeds) + " --quiet --expect " + m.invariant + " 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) {
@@ -201,14 +206,40 @@ TEST_P(MutantIsCaught, WithinItsSeedBudget) {
   EXPECT_NE(out.find("FAILED seed"), std::string::npos) << out;
   EXPECT_NE(out.find("last "), std::string::npos) << out;
   EXPECT_NE(out.find("replay: "), std::string::npos) << out;
+  if (!GetParam().binary) {
+    EXPECT_NE(out.find(std::string("--mutant ") + GetParam().name), std::string::npos)
+        << "the replay command must name the mutant: " << out;
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Mutants, MutantIsCaught,
-                         ::testing::Values(Mutant{"assign_before_revoke", "S1"},
-                                           // mean ~9 seeds to catch (5 base seeds)
-                                           Mutant{"resume_revoking_on_failure", "S1", 60},
-                                           Mutant{"bump_version_on_rollback", "S7"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+// One per rule (issue 9): K1, K4, K5, M2/M10, M5, M6, M8, R3.2, C1, C3, C7, PR3/PR5.
+INSTANTIATE_TEST_SUITE_P(
+    Mutants, MutantIsCaught,
+    ::testing::Values(Mutant{"assign_before_revoke", "S1", 20},               // 1, 1, 1
+                      Mutant{"bump_version_on_rollback", "S7", 80},           // 21, 18, 8
+                      Mutant{"k4_no_conflict_revoke", "S11", 40},             // 2, 8, 2
+                      Mutant{"k5_accept_stale_epoch", "S10", 80},             // 33, 2, 4
+                      Mutant{"m5_drop_blockers", "S12", 150},                 // 39, 18, 25
+                      Mutant{"m6_end_round_early", "S13", 30},                // 3, 5, 2
+                      Mutant{"m8_ignore_lineage", "S7", 200},                 // 59, 9, 33
+                      Mutant{"r32_answer_before_cas", "S6", 150},             // 58, 13, 6
+                      Mutant{"c1_lease_from_receive", "S1", 20},              // 1, 1, 1
+                      Mutant{"c7_skip_takeover", "S4", 20},                   // 1, 1, 1
+                      Mutant{"pr5_ignore_routing_lease", "S5", 20},           // 2, 1, 1
+                      Mutant{"resume_revoking_on_failure", "S1", 60, true}),  // 6, 21, 3, 12, 2
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Every run-time mutant is tested above, and each names a rule and the invariant that
+// catches it.
+TEST(Mutants, EveryRunTimeMutantIsListed) {
+  EXPECT_EQ(Mutants().size(), 11u);
+  for (const MutantInfo& m : Mutants()) {
+    EXPECT_NE(std::string(m.rule), "");
+    EXPECT_NE(std::string(m.invariant), "");
+    EXPECT_NE(FindMutant(m.name), nullptr);
+  }
+  EXPECT_EQ(FindMutant("no_such_mutant"), nullptr);
+}
 
 }  // namespace
 }  // namespace rsc::sim
