@@ -179,6 +179,56 @@ void Simulation::DeleteWhenQuiet(int attempts) {
   world_.Fault("key_delete", "DEL of the metadata hash");
 }
 
+// The rollback taint, as narrow as what the rollback did (issue 9): only when the group's
+// revision or a member's liveness deadline went back, and only the consumer processes whose
+// view is now ahead of the store — their last answer's (version, lineage) is not in the
+// restored history — or whose member's deadline went back. Those are the ones a coordinator
+// cannot know about until they report (sim/checkers.h: kTaint).
+void Simulation::TaintWhoseViewWentBack(int64_t revision_before,
+                                        const std::map<std::string, TimeMs>& live_before) {
+  const std::optional<GroupMetadata> now = redis_.PeekMetadata(key_);
+  const auto live_now = redis_.PeekLiveness(key_);
+  std::set<std::string> deadline_back;  // member ids
+  for (const auto& [member, deadline] : live_before) {
+    auto it = live_now.find(member);
+    if (it == live_now.end() || it->second < deadline) deadline_back.insert(member);
+  }
+  if (redis_.RevisionOf(key_) == revision_before && deadline_back.empty()) return;
+  struct Seen {
+    std::string member;
+    int64_t version = -1;
+    std::string lineage;
+  };
+  std::map<std::string, Seen> last;  // proc → its last answered heartbeat
+  for (const HistEvent& e : world_.history()) {
+    if (e.kind != HistKind::kHeartbeat) continue;
+    Seen& s = last[e.proc];
+    s.member = e.member;
+    if (e.version >= 0) {
+      s.version = e.version;
+      s.lineage = e.lineage;
+    }
+  }
+  for (const auto& [proc, seen] : last) {
+    bool ahead = deadline_back.count(seen.member) > 0;
+    if (!ahead && seen.version > 0) {
+      if (!now || seen.version > now->version.value()) {
+        ahead = true;
+      } else {
+        for (const LineageEntry& h : now->lineage_history) {
+          if (h.version.value() == seen.version && h.token != seen.lineage) ahead = true;
+        }
+      }
+    }
+    if (!ahead) continue;
+    HistEvent t;
+    t.kind = HistKind::kTaint;
+    t.proc = proc;
+    t.member = seen.member;
+    world_.Emit(std::move(t));
+  }
+}
+
 void Simulation::AfterRollback() {
   last_rollback_ = world_.now();
   // Operators notice a vanished key (Supervise schedules the repair).
@@ -262,6 +312,7 @@ void Simulation::ChaosTick() {
       {"redis.failover", rollback_ok ? 1 : 0,
        [&] {
          const int64_t before = redis_.RevisionOf(key_);
+         const auto live_before = redis_.PeekLiveness(key_);
          const size_t backlog = redis_.replication_backlog();
          std::vector<LostEntry> lost = redis_.Failover(rng.Uniform(200, 2000));
          world_.Fault("failover",
@@ -269,17 +320,20 @@ void Simulation::ChaosTick() {
                                   "entries lost, revision {} -> {}",
                                   backlog, lost.size(), before, redis_.RevisionOf(key_)));
          RecordLost(lost);
+         TaintWhoseViewWentBack(before, live_before);
          AfterRollback();
        }},
       {"redis.snapshot_restore", redis_.has_snapshot() && rollback_ok ? 1 : 0,
        [&] {
          const int64_t before = redis_.RevisionOf(key_);
+         const auto live_before = redis_.PeekLiveness(key_);
          std::vector<LostEntry> lost = redis_.RestoreSnapshot(rng.Uniform(500, 3000));
          world_.Fault("snapshot_restore",
                       fmt::format("restarted from a snapshot: {} stream entries lost, revision "
                                   "{} -> {}",
                                   lost.size(), before, redis_.RevisionOf(key_)));
          RecordLost(lost);
+         TaintWhoseViewWentBack(before, live_before);
          AfterRollback();
        }},
       {"redis.key_delete", redis_.HasMetadata(key_) && !export_.empty() && rollback_ok ? 1 : 0,

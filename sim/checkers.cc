@@ -133,6 +133,7 @@ struct Checker::State {
   // L1
   int64_t single_held = 0;  // shards in [0, cfg.shards) held by exactly one process
   bool l1_pending = false;
+  bool healed = false;  // a heal was seen: later faults re-arm L1
   int64_t l1_heal_t = 0;
   int64_t l1_deadline = 0;
   size_t l1_index = 0;
@@ -613,31 +614,38 @@ struct Checker::State {
   }
 
   // ── faults ──
+  // A rollback left P's view ahead of the store: P (if live) is tainted until it hears an
+  // answer decided after t, and its holdings whose lease had not ended are marked.
+  void Taint(const std::string& name, Proc& p, int64_t t) {
+    if (p.live) {
+      p.tainted = true;
+      p.taint_t = std::max(p.taint_t, t);
+    }
+    for (auto& [s, sh] : shards) {
+      for (Record& r : sh.records) {
+        if (r.proc != name) continue;
+        const int64_t lease =
+            r.end == End::kHolding ? procs[r.proc].holds.at(s).lease_end : r.lease_end;
+        if (Bound(lease) > t) r.rolled_back = true;
+      }
+    }
+  }
+
   void OnFault(const HistEvent& e) {
     const std::string& f = e.detail;
     const int64_t t = e.t_us;
     if (f == "heal") {
-      if (cfg.shards > 0 && cfg.convergence_bound_us > 0) {
-        l1_pending = true;
-        l1_heal_t = t;
-        l1_deadline = Plus(t, cfg.convergence_bound_us);
-        l1_index = index;
-      }
-    } else {
-      l1_pending = false;
+      healed = true;
+      ArmL1(t);
+    } else if (healed) {
+      // A fault after the heal (an operator's restore, a late clock jump): the group must
+      // converge again within the bound from it — L1 is re-armed, never silently dropped.
+      ++n.l1_rearms;
+      ArmL1(t);
     }
     if (IsRollback(f)) {
-      for (auto& [name, p] : procs) {
-        if (!p.live) continue;
-        p.tainted = true;
-        p.taint_t = std::max(p.taint_t, t);
-      }
-      for (auto& [s, sh] : shards) {
-        for (Record& r : sh.records) {
-          const int64_t lease =
-              r.end == End::kHolding ? procs[r.proc].holds.at(s).lease_end : r.lease_end;
-          if (Bound(lease) > t) r.rolled_back = true;
-        }
+      if (cfg.taint_on_rollback_fault) {
+        for (auto& [name, p] : procs) Taint(name, p, t);
       }
     } else if (f == "fence") {
       fenced_at[e.member] = t;
@@ -655,6 +663,14 @@ struct Checker::State {
   }
 
   // ── L1 ──
+  void ArmL1(int64_t t) {
+    if (cfg.shards <= 0 || cfg.convergence_bound_us <= 0) return;
+    l1_pending = true;
+    l1_heal_t = t;
+    l1_deadline = Plus(t, cfg.convergence_bound_us);
+    l1_index = index;
+  }
+
   bool Converged(int64_t t) {
     if (cfg.shards <= 0 || single_held != cfg.shards) return false;
     for (int32_t s = 0; s < cfg.shards; ++s) {
@@ -806,6 +822,9 @@ struct Checker::State {
         break;
       case HistKind::kFault:
         OnFault(e);
+        break;
+      case HistKind::kTaint:
+        if (p) Taint(name, *p, e.t_us);
         break;
     }
     if (l1_pending && Converged(now)) l1_pending = false;

@@ -28,12 +28,13 @@
 // that merely expired becomes active again when a kLease extends it.
 //
 // Rollback taint: kFault "failover", "snapshot_restore" or "rollback" at tr taints every
-// live proc; a kHeartbeat of P with sent_us > tr (latest such fault) and a status decided
-// from stored state (OK, REVOKE_PENDING, DRAIN, SYNC_METADATA, UNKNOWN_MEMBER_ID,
-// FENCED_MEMBER_EPOCH, or empty) untaints P. Transient errors (REDIS_UNAVAILABLE, …) do
-// not: the process has not learnt the truth yet. The same fault also marks the current
-// and last holdings of every shard whose lease had not ended at tr (what Redis lost may
-// include that holder's grant, report or expiry, also for a process already dead); a lease
+// live proc (unless taint_on_rollback_fault is off; then a kTaint(P) at tr taints P alone and
+// marks only P's holdings — the simulator's narrow form); a kHeartbeat of P with sent_us > tr
+// (latest such fault) and a status decided from stored state (OK, REVOKE_PENDING, DRAIN,
+// SYNC_METADATA, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, or empty) untaints P. Transient errors
+// (REDIS_UNAVAILABLE, …) do not: the process has not learnt the truth yet. The same fault also
+// marks the current and last holdings of every shard whose lease had not ended at tr (what Redis
+// lost may include that holder's grant, report or expiry, also for a process already dead); a lease
 // renewal of that window while its process is untainted clears the mark (K4: an answer
 // decided after the loss that still lets it keep the shard means the coordinator knows).
 //
@@ -111,8 +112,8 @@
 //    instant ≤ th + convergence_bound_us (checked after every event) at which every shard
 //    0..shards-1 is held by exactly one proc, with an active window. An event with
 //    t_us > the deadline before that is a violation, and so is a pending check at Finish()
-//    (a run must last the bound after its last heal). Any other kFault cancels the check
-//    until the next heal.
+//    (a run must last the bound after its last heal). A kFault after a heal re-arms the
+//    check from that fault (counted in l1_rearms): convergence is never dropped silently.
 // L2 after kFault "coordinators_down" at td (until "coordinators_up"): a kRead with t ≥ td
 //    + max_assignment_lease_us, a kLease or kAcquire granting a lease end > td +
 //    max_assignment_lease_us, or a kPublish with t_us ≥ td + max_routing_lease_us is a
@@ -143,6 +144,10 @@ struct CheckerConfig {
   // L1: after the last fault healed (a kFault with detail "heal"), the group must converge
   // (every shard held by exactly one live consumer, inside its lease) within this.
   int64_t convergence_bound_us = 0;
+  // A rollback fault (failover, snapshot_restore, rollback) taints every live process and
+  // marks every holding (what real-process runs can say). The simulator knows whose view
+  // went back and emits kTaint per process instead: it sets this to false.
+  bool taint_on_rollback_fault = true;
   // How far apart the coordinators' wall clocks may be (S13 compares times two of them wrote).
   int64_t clock_skew_us = 0;
   // Which families to check. Logs of real processes lack coordinator-side events, so
@@ -173,6 +178,7 @@ struct CheckerCounters {
   int64_t refused_publishes = 0;
   int64_t syncs_after_rollback = 0;  // S7: rollbacks answered with SYNC_METADATA
   int64_t handoffs_excused = 0;      // S2: unjustified handoffs a rollback explains
+  int64_t l1_rearms = 0;             // faults after a heal that restarted L1's clock
 };
 
 class Checker {

@@ -12,7 +12,7 @@ namespace rsc::sim {
 
 namespace {
 
-constexpr std::array<std::pair<HistKind, std::string_view>, 19> kKindNames = {{
+constexpr std::array<std::pair<HistKind, std::string_view>, 20> kKindNames = {{
     {HistKind::kAcquire, "acquire"},
     {HistKind::kLease, "lease"},
     {HistKind::kRead, "read"},
@@ -32,6 +32,7 @@ constexpr std::array<std::pair<HistKind, std::string_view>, 19> kKindNames = {{
     {HistKind::kCrash, "crash"},
     {HistKind::kFault, "fault"},
     {HistKind::kLost, "lost"},
+    {HistKind::kTaint, "taint"},
 }};
 
 // One table drives both directions, so a field added to HistEvent is added here once.

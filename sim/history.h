@@ -61,6 +61,9 @@ enum class HistKind {
            // coordinators_up, script_flush, mutex_expire, partition, heal, clog, pause,
            // resume, skew, …
   kLost,   // an acknowledged stream entry a rollback destroyed: shard, id (S3 excuse)
+  kTaint,  // a rollback left `proc`'s view ahead of the store (its last answer's version is
+           // not in the restored history, or its member's deadline went back): the simulator
+           // emits one per such process right after the rollback fault
 };
 
 std::string_view HistKindName(HistKind k);

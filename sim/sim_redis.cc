@@ -112,6 +112,21 @@ int64_t SimRedis::RevisionOf(const GroupKey& key) const {
   return v;
 }
 
+std::optional<GroupMetadata> SimRedis::PeekMetadata(const GroupKey& key) const {
+  auto it = primary_.data().hashes.find(key.Tag());
+  if (it == primary_.data().hashes.end()) return std::nullopt;
+  auto agg = it->second.fields.find("aggregate");
+  if (agg == it->second.fields.end()) return std::nullopt;
+  Result<GroupMetadata> m = DecodeAggregate(agg->second);
+  if (!m.ok()) return std::nullopt;
+  return std::move(m).value();
+}
+
+std::map<std::string, TimeMs> SimRedis::PeekLiveness(const GroupKey& key) const {
+  auto it = primary_.data().live.find(key.Tag());
+  return it == primary_.data().live.end() ? std::map<std::string, TimeMs>{} : it->second;
+}
+
 bool SimRedis::HasMetadata(const GroupKey& key) const {
   return primary_.data().hashes.count(key.Tag()) > 0;
 }

@@ -80,6 +80,10 @@ class SimRedis {
   bool TakeScriptReload();
   // The current revision of `key`'s hash (-1 without one), for reports.
   int64_t RevisionOf(const GroupKey& key) const;
+  // The primary's view, read directly (no simulated I/O): the group's aggregate (nullopt if
+  // missing or unreadable) and its liveness deadlines.
+  std::optional<GroupMetadata> PeekMetadata(const GroupKey& key) const;
+  std::map<std::string, TimeMs> PeekLiveness(const GroupKey& key) const;
   bool HasMetadata(const GroupKey& key) const;
 
   // ── streams ──

@@ -119,6 +119,8 @@ class Simulation : public Services {
   void RecordLost(const std::vector<LostEntry>& lost);
   void DeleteWhenQuiet(int attempts);
   void AfterRollback();
+  void TaintWhoseViewWentBack(int64_t revision_before,
+                              const std::map<std::string, TimeMs>& live_before);
   std::vector<std::string> Nodes() const;
   void RandomLink(std::string* a, std::string* b);
 

@@ -27,6 +27,7 @@ void SweepTotals::Add(const SimResult& r) {
   counters.refused_publishes += c.refused_publishes;
   counters.syncs_after_rollback += c.syncs_after_rollback;
   counters.handoffs_excused += c.handoffs_excused;
+  counters.l1_rearms += c.l1_rearms;
 }
 
 std::vector<std::string> SweepTotals::UnreachedProbes() const {
@@ -52,11 +53,11 @@ std::string SweepTotals::Summary() const {
   out += fmt::format(
       "{:<28} publishes {} delivered {} redeliveries {} lost-by-rollback {} "
       "refused {} handoffs {} overlaps-excused {} handoffs-excused {} "
-      "syncs-after-rollback {} mutex-double-entries {}\n",
+      "syncs-after-rollback {} mutex-double-entries {} l1-rearms {}\n",
       "checker counters", counters.publishes, counters.delivered_unique, counters.redeliveries,
       counters.lost_by_rollback, counters.refused_publishes, counters.handoffs,
       counters.overlaps_excused, counters.handoffs_excused, counters.syncs_after_rollback,
-      counters.mutex_double_entries);
+      counters.mutex_double_entries, counters.l1_rearms);
   out += "faults injected:\n";
   for (const auto& [k, v] : faults) out += fmt::format("  {:<26} {}\n", k, v);
   out += "rare-path probes:\n";

@@ -647,8 +647,32 @@ TEST(CheckerL1, ExpiredOrDoubleHoldersAreNotConvergence) {
                   "L1", SIZE_MAX);
 }
 
-TEST(CheckerL1, ALaterFaultCancelsThePendingCheck) {
-  ExpectClean({Fault(1'000, "heal"), Fault(2'000, "partition"), Read(90'000, "x", -1)});
+// A fault after the heal no longer cancels L1 (issue 9): it re-arms the check from that
+// fault, and the re-arm is counted.
+TEST(CheckerL1, ALaterFaultReArmsThePendingCheck) {
+  const CheckReport r = CheckHistory(
+      {Fault(1'000, "heal"), Fault(2'000, "partition"), Read(90'000, "x", -1)}, Config());
+  ASSERT_FALSE(r.violations.empty());
+  EXPECT_EQ(r.violations.front().invariant, "L1") << Describe(r);
+  EXPECT_EQ(r.violations.front().t_us, 52'000) << "the deadline counts from the later fault";
+  EXPECT_EQ(r.counters.l1_rearms, 1);
+  // Converged within the bound of the later fault: clean.
+  ExpectClean({Fault(1'000, "heal"), Fault(2'000, "partition"), Acquire(40'000, "a", 0, 100'000),
+               Acquire(40'000, "b", 1, 100'000), Read(90'000, "a", 0)});
+}
+
+// The simulator's narrow taint: only the process a kTaint names is excused.
+TEST(CheckerS1, OnlyTheProcessesATaintNamesAreExcused) {
+  CheckerConfig narrow = Config();
+  narrow.taint_on_rollback_fault = false;
+  HistEvent taint_a = Ev(50, HistKind::kTaint, "a");
+  // a's grant was lost: b's acquire alongside it is excused.
+  ExpectClean(
+      {Acquire(0, "a", 0, 8'000), Fault(50, "failover"), taint_a, Acquire(100, "b", 0, 8'100)},
+      narrow);
+  // The rollback did not concern a (no kTaint): the same overlap is a violation.
+  ExpectViolation({Acquire(0, "a", 0, 8'000), Fault(50, "failover"), Acquire(100, "b", 0, 8'100)},
+                  "S1", 2, narrow);
 }
 
 // ── L2 fail closed when every coordinator is down ──
