@@ -81,6 +81,20 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"redelivery", "an entry was handed to a handler again"},
       {"drain_completed", "a consumer drained a revoked shard and reported it"},
       {"handler_hung", "a handler hung for at least a member lease"},
+      // Optional: the paths the kept regression seeds were about (tests/sim/simulator_test.cc
+      // asserts that each regression test still reaches its path).
+      {"leave_answered_sync", "a leave reporting a version Redis lost was answered SYNC", false},
+      {"abandoned_with_read_in_flight", "a shard was abandoned while its read was in flight",
+       false},
+      {"stale_deadline_kept", "a liveness write would have lowered a deadline; it was kept", false},
+      {"stale_revoke_ignored", "a REVOKED report older than its revoke released nothing", false},
+      {"round_ended_by_heartbeat", "a heartbeat's own write ended a correction round", false},
+      {"rejoin_regained_draining_shard",
+       "a rejoin reporting a shard DRAINING was handed it in the join's write", false},
+      {"dead_consumer_read_freed", "a crashed consumer's blocked read was freed at Redis", false},
+      {"lost_group_created_again", "the group was lost with no export and created again", false},
+      {"rollback_deferred_for_restore", "a rollback waited for a deleted key's restore", false},
+      {"end_waited_for_backlog", "the run's end waited for the last deliveries", false},
   };
   return kProbes;
 }

@@ -58,6 +58,7 @@ void Simulation::OperatorRepair() {
   }
   if (export_.empty()) {
     repair_pending_ = false;
+    world_.probes().Hit("lost_group_created_again");
     OperatorCreate();
     return;
   }
@@ -272,6 +273,9 @@ void Simulation::ChaosTick() {
   // back (S8 forbids any decision between key_delete and restore).
   if (key_deleted_ && !deleting_ && redis_.HasMetadata(key_)) key_deleted_ = false;
   const bool rollback_ok = world_.now() - last_rollback_ >= 8000 && !key_deleted_;
+  if (key_deleted_ && world_.now() - last_rollback_ >= 8000) {
+    world_.probes().Hit("rollback_deferred_for_restore");
+  }
   std::vector<Action> actions = {
       {"net.partition", 3,
        [&] {

@@ -863,6 +863,15 @@ Checker& Checker::operator=(Checker&&) noexcept = default;
 
 std::optional<Violation> Checker::Add(const HistEvent& e) { return st_->Add(e); }
 std::vector<Violation> Checker::Finish() { return st_->Finish(); }
+size_t Checker::TrackedItems() const {
+  const State& st = *st_;
+  size_t n = st.procs.size() + st.delivery.Tracked() + st.commits.size() + st.responses.size();
+  for (const auto& [name, p] : st.procs) n += p.holds.size() + p.answers.size();
+  for (const auto& [s, sh] : st.shards)
+    n += sh.records.size() + sh.judged.size() + sh.excused.size();
+  return n;
+}
+
 const CheckerCounters& Checker::counters() const { return st_->n; }
 
 CheckReport CheckHistory(const History& events, const CheckerConfig& config) {

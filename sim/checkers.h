@@ -191,6 +191,9 @@ class Checker {
   std::optional<Violation> Add(const HistEvent& e);
   std::vector<Violation> Finish();
   const CheckerCounters& counters() const;
+  // Items the checker holds (processes, holding records, pending deliveries, delivered
+  // intervals, commits, retried answers): bounded by what is in flight, not by the run.
+  size_t TrackedItems() const;
 
  private:
   struct State;

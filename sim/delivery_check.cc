@@ -125,6 +125,12 @@ std::optional<std::string> DeliveryCheck::OnDeliver(const HistEvent& e, CheckerC
   return skip;
 }
 
+size_t DeliveryCheck::Tracked() const {
+  size_t n = entries_.size() + lost_.size() + lost_anything_at_.size();
+  for (const auto& [key, ks] : keys_) n += 1 + ks.pending.size() + ks.delivered.intervals();
+  return n;
+}
+
 std::optional<DeliveryCheck::Report> DeliveryCheck::Undelivered() const {
   std::vector<std::tuple<size_t, const std::string*, int64_t, const Pending*>> missing;
   for (const auto& [key, ks] : keys_) {

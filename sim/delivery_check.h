@@ -49,6 +49,9 @@ class DeliveryCheck {
     size_t index = 0;  // the earliest such publish
   };
   std::optional<Report> Undelivered() const;
+  // Items held (pending publishes, delivered intervals, entry and loss records): what the
+  // memory bound is about.
+  size_t Tracked() const;
 
  private:
   struct Pending {

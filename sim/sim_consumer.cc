@@ -408,6 +408,7 @@ void SimConsumer::Drain(Reader& r, const std::string& reason) {
 }
 
 void SimConsumer::Abandon(Reader& r, const std::string& reason) {
+  if (r.op_in_flight) env_.world().probes().Hit("abandoned_with_read_in_flight");
   r.abandon = true;
   r.release_reason = reason;
   const int64_t now_us = env_.world().now() * 1000;

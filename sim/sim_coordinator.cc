@@ -216,6 +216,46 @@ class SimCoordinator::Store : public MetadataStore {
   std::string fencing_;
 };
 
+// ── service events → probes ───────────────────────────────────────────────────────
+class SimCoordinator::Observer : public ServiceObserver {
+ public:
+  explicit Observer(World& w) : w_(w) {}
+  void OnEvents(const GroupKey&, const std::vector<Event>& events) override {
+    for (const Event& e : events) {
+      switch (e.kind) {
+        case EventKind::kRoundEnded:
+          w_.probes().Hit("round_ended");
+          if (in_heartbeat_) w_.probes().Hit("round_ended_by_heartbeat");
+          break;
+        case EventKind::kStaleRevokeIgnored:
+          if (e.detail == "older than its revoke") w_.probes().Hit("stale_revoke_ignored");
+          break;
+        case EventKind::kBlockerRecorded:
+          w_.probes().Hit("blocker_recorded");
+          break;
+        case EventKind::kStaticMemberReplaced:
+          w_.probes().Hit("static_member_replaced");
+          break;
+        case EventKind::kMemberExpired:
+          w_.probes().Hit("member_expired");
+          break;
+        case EventKind::kMemberFenced:
+          w_.probes().Hit("member_fenced");
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  void OnRevisionConflict(const GroupKey&) override { w_.probes().Hit("cas_conflict"); }
+  // Set by the recorder while a heartbeat (not a tick) is decided.
+  void set_in_heartbeat(bool on) { in_heartbeat_ = on; }
+
+ private:
+  World& w_;
+  bool in_heartbeat_ = false;
+};
+
 // ── CoordinatorApi decorator: records the answers the Api is about to send ───────────
 class SimCoordinator::Recorder : public CoordinatorApi {
  public:
@@ -223,8 +263,23 @@ class SimCoordinator::Recorder : public CoordinatorApi {
 
   Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) override {
     c_.store_->ResetBasis();
+    c_.observer_->set_in_heartbeat(true);
     Result<HeartbeatResponse> r = s_.Heartbeat(key, req);
+    c_.observer_->set_in_heartbeat(false);
     if (c_.crashed_ || c_.exited_) return r;
+    World& w = *c_.ctx_.world;
+    if (r.ok() && req.member_epoch == -1 && r->status == HeartbeatStatus::kSyncMetadata) {
+      w.probes().Hit("leave_answered_sync");
+    }
+    if (r.ok() && req.member_epoch == 0) {
+      for (const RevokingReport& rr : req.revoking_shards) {
+        if (rr.state == RevokeState::kDraining &&
+            std::find(r->assigned_shards.begin(), r->assigned_shards.end(), rr.shard) !=
+                r->assigned_shards.end()) {
+          w.probes().Hit("rejoin_regained_draining_shard");
+        }
+      }
+    }
     HistEvent e;
     e.kind = HistKind::kDecision;
     e.proc = c_.name_;
@@ -337,39 +392,6 @@ class SimCoordinator::Recorder : public CoordinatorApi {
  private:
   SimCoordinator& c_;
   GroupService& s_;
-};
-
-// ── service events → probes ───────────────────────────────────────────────────────
-class SimCoordinator::Observer : public ServiceObserver {
- public:
-  explicit Observer(World& w) : w_(w) {}
-  void OnEvents(const GroupKey&, const std::vector<Event>& events) override {
-    for (const Event& e : events) {
-      switch (e.kind) {
-        case EventKind::kRoundEnded:
-          w_.probes().Hit("round_ended");
-          break;
-        case EventKind::kBlockerRecorded:
-          w_.probes().Hit("blocker_recorded");
-          break;
-        case EventKind::kStaticMemberReplaced:
-          w_.probes().Hit("static_member_replaced");
-          break;
-        case EventKind::kMemberExpired:
-          w_.probes().Hit("member_expired");
-          break;
-        case EventKind::kMemberFenced:
-          w_.probes().Hit("member_fenced");
-          break;
-        default:
-          break;
-      }
-    }
-  }
-  void OnRevisionConflict(const GroupKey&) override { w_.probes().Hit("cas_conflict"); }
-
- private:
-  World& w_;
 };
 
 // ── the process ────────────────────────────────────────────────────────────────────

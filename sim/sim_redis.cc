@@ -143,7 +143,16 @@ Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupK
                                            const LivenessUpdate& liveness, TimeMs now_ms) {
   RSC_RETURN_IF_ERROR(Up());
   const int64_t round_age = next != nullptr ? RoundEndedAfterMs(primary_, key, *next) : -1;
+  const auto deadlines = PeekLiveness(key);
   auto r = primary_.CompareAndSet(key, expected, next, liveness, now_ms);
+  if (r.ok() && r->applied) {
+    for (const auto& [member, deadline] : liveness.set) {
+      auto it = deadlines.find(member);
+      if (it != deadlines.end() && it->second > deadline) {
+        world_.probes().Hit("stale_deadline_kept");  // compare_and_set.lua: never lowered
+      }
+    }
+  }
   if (r.ok() && r->applied) {
     ReplicateMeta();
     if (next != nullptr) {
@@ -303,7 +312,9 @@ void SimRedis::XReadGroupBlock(const std::string& stream, const std::string& gro
 }
 
 void SimRedis::DropBlockedReadsOf(const std::string& consumer) {
-  std::erase_if(waiters_, [&](const Waiter& w) { return w.consumer == consumer; });
+  if (std::erase_if(waiters_, [&](const Waiter& w) { return w.consumer == consumer; }) > 0) {
+    world_.probes().Hit("dead_consumer_read_freed");
+  }
 }
 
 void SimRedis::ServeWaiters(const std::string& stream) {

@@ -356,6 +356,7 @@ SimResult Simulation::Run() {
       // S3 is judged at the end: consumers get time to work off a backlog first (after a
       // rollback a group may re-read its stream from the start), within a bound.
       if (!undelivered_.empty() && world_.now() < drain_cap_) {
+        world_.probes().Hit("end_waited_for_backlog");
         end_at_ += 5000;
         continue;
       }

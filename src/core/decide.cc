@@ -545,7 +545,12 @@ void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<Revoking
       });
       applied = applied || before != m.round->blockers.size();
     }
-    if (!applied) w.Emit(EventKind::kStaleRevokeIgnored, id.str(), r.shard);
+    if (!applied) {
+      // Says why when the report matched a revoke it is too old for (logs, probes).
+      const bool too_old = sh.owner == id.str() && sh.target != id.str() && !regression;
+      w.Emit(EventKind::kStaleRevokeIgnored, id.str(), r.shard,
+             too_old ? "older than its revoke" : "");
+    }
   }
 }
 

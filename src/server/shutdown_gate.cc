@@ -39,9 +39,17 @@ int64_t ShutdownGate::in_flight() const {
   return in_flight_;
 }
 
+int64_t ShutdownGate::idle_waiters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_waiters_;
+}
+
 bool ShutdownGate::WaitIdle(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  return idle_cv_.wait_until(lock, deadline, [this] { return in_flight_ == 0; });
+  ++idle_waiters_;
+  const bool idle = idle_cv_.wait_until(lock, deadline, [this] { return in_flight_ == 0; });
+  --idle_waiters_;
+  return idle;
 }
 
 void ShutdownGate::Exit() {

@@ -53,6 +53,8 @@ class ShutdownGate {
 
   bool terminating() const;
   int64_t in_flight() const;
+  // Callers blocked in WaitIdle right now (observability, and tests that show one blocked).
+  int64_t idle_waiters() const;
 
   // Blocks until no guard is alive or `deadline` passes; true when idle. Does not itself
   // begin terminating (a caller normally calls BeginTerminate() first, else new guards
@@ -66,6 +68,7 @@ class ShutdownGate {
   std::condition_variable idle_cv_;
   bool terminating_ = false;  // guarded by mu_
   int64_t in_flight_ = 0;     // guarded by mu_
+  int64_t idle_waiters_ = 0;  // guarded by mu_
 };
 
 }  // namespace rsc

@@ -296,14 +296,26 @@ TEST_F(RedisStoreTest, ExpiredLockCanBeTaken) {
 TEST_F(RedisStoreTest, LockWaiterGetsTheMutexSoonAfterRelease) {
   auto a = store_->Lock(key_, milliseconds(10'000), milliseconds(0));
   ASSERT_TRUE(a.ok() && a->has_value());
+  std::atomic<int64_t> released_at_us{0};
   std::thread releaser([&] {
-    std::this_thread::sleep_for(milliseconds(100));
+    std::this_thread::sleep_for(milliseconds(100));  // the holder's section, not a sync
+    released_at_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
     ASSERT_TRUE(store_->Unlock(key_, **a).ok());
   });
   auto b = store_->Lock(key_, milliseconds(10'000), milliseconds(5'000));
+  const int64_t acquired_at_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count();
   releaser.join();
   ASSERT_TRUE(b.ok());
-  EXPECT_TRUE(b->has_value());
+  ASSERT_TRUE(b->has_value()) << "the waiter gave up although the mutex was released";
+  EXPECT_GE(acquired_at_us, released_at_us.load()) << "acquired before the release";
+  // "Soon": a poll interval, far from the 5 s wait and the 10 s TTL the claim is about.
+  EXPECT_LT(acquired_at_us - released_at_us.load(), 1'500'000)
+      << "the waiter took the mutex long after its release";
+  EXPECT_EQ(cli_->Run({"GET", LockKey(key_)}).str, **b);
 }
 
 // core/liveness.h: due entries always; everything (complete) when the counts disagree.

@@ -77,12 +77,17 @@ TEST(ShutdownGate, WaitIdleWakesWhenLastGuardEnds) {
   gate.BeginTerminate();
   auto waiter = std::async(std::launch::async,
                            [&] { return gate.WaitIdle(Clock::now() + std::chrono::hours(1)); });
-  // The waiter cannot finish while the worker holds its guard.
+  // The waiter is inside WaitIdle, and cannot finish while the worker holds its guard.
+  while (gate.idle_waiters() == 0) std::this_thread::yield();
   EXPECT_EQ(gate.in_flight(), 1);
+  EXPECT_EQ(waiter.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "WaitIdle returned while a guard was alive";
+  EXPECT_EQ(gate.idle_waiters(), 1);
   release.set_value();
   EXPECT_TRUE(waiter.get());
   worker.join();
   EXPECT_EQ(gate.in_flight(), 0);
+  EXPECT_EQ(gate.idle_waiters(), 0);
 }
 
 TEST(ShutdownGate, ConcurrentEnterAndTerminateNeverLeaks) {
