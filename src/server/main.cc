@@ -50,6 +50,7 @@ struct Flags {
   int workers = 8;
   size_t max_body_bytes = 1 << 20;
   int64_t body_timeout_ms = 10000;
+  int64_t redis_timeout_ms = 2000;
   int64_t shutdown_grace_ms = 5000;
   int64_t tick_interval_ms = 1000;
   std::string log_level = "info";
@@ -99,6 +100,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--body-timeout-ms", f.body_timeout_ms,
                  "Time from a request's header to the end of its body (408 and close above)")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}))
+      ->capture_default_str();
+  app.add_option("--redis-timeout-ms", f.redis_timeout_ms,
+                 "How long one Redis command may take before it fails (REDIS_UNAVAILABLE, or "
+                 "UNKNOWN_RESULT for a write whose reply was lost)")
       ->check(CLI::Range(int64_t{100}, int64_t{600000}))
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", f.shutdown_grace_ms,
@@ -159,7 +165,10 @@ int main(int argc, char** argv) {
 
   rsc::Metrics metrics;
   // L4: refuse to start against a Redis we cannot use, naming exactly what is missing.
-  rsc::redis::Connection probe(rsc::redis::ConnectionOptions::FromUrl(*url));
+  const std::chrono::milliseconds redis_timeout(f.redis_timeout_ms);
+  rsc::redis::ConnectionOptions probe_options = rsc::redis::ConnectionOptions::FromUrl(*url);
+  probe_options.command_timeout = redis_timeout;
+  rsc::redis::Connection probe(probe_options);
   auto report = rsc::redis::CheckCompatibility(probe);
   if (!report.ok()) {
     spdlog::critical("event=redis_unreachable redis={} message=\"{}\"", url->Redacted(),
@@ -181,6 +190,7 @@ int main(int argc, char** argv) {
 
   rsc::redis::RedisStoreOptions store_options;
   store_options.pool_size = static_cast<size_t>(std::max(2, f.workers + 2));
+  store_options.command_timeout = redis_timeout;
   auto store = rsc::redis::RedisStore::Open(*url, store_options);
   if (!store.ok()) {
     spdlog::critical("event=redis_unreachable message=\"{}\"", store.error().message);

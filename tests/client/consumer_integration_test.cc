@@ -680,7 +680,10 @@ TEST_F(ConsumerIntegration, HangingHandlerStallsItsShardsUntilTheRebalanceTimeou
   // else handles their entries meanwhile: no overlap with the hung work.
   ASSERT_TRUE(WaitFor([&] { return a->Status().phase == "member"; }, 10s, "a rejoined"))
       << Describe(a->Status());
-  const auto watch_until = std::chrono::steady_clock::now() + 2500ms;  // > member lease
+  // The window outlasts everything that could hand the hung shards on by mistake: a second
+  // fence for draining (rebalanceTimeoutMs, 3 s) and then a member expiry (memberLeaseMs,
+  // 2.5 s). A shorter one could end before a wrong handoff shows (issue 9).
+  const auto watch_until = std::chrono::steady_clock::now() + 5500ms + 500ms;
   while (std::chrono::steady_clock::now() < watch_until) {
     ASSERT_EQ(b_received(hang_ids), 0)
         << "b handled a hung entry while a's call still ran: " << b_seen();

@@ -445,11 +445,12 @@ TEST_F(EndToEnd, CoordinatorDownPastTheLeaseStopsReadingThenResumes) {
       }
       if (e.kind == HistKind::kRelease) {
         EXPECT_EQ(e.detail, "abandoned") << rsc::sim::ToJsonLine(e);
-        // Blocking reads are capped by the lease and a handler call takes 8 ms.
-        EXPECT_LT(e.t_us, lease_end + 500'000) << rsc::sim::ToJsonLine(e);
         abandoned.insert(e.shard);
       }
     }
+    // Given up before the consumer's first lease after the restart (an order, not a time:
+    // how soon after the lease end a loaded machine runs the release does not matter, no
+    // read or handler call after the lease end does, and that is asserted above).
     EXPECT_EQ(abandoned, held_at_kill) << w->proc << ": every shard held is given up";
   }
   std::cout << "e2e (outage " << kOutage.count() << " ms): " << kMessages << " messages, "

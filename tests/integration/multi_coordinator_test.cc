@@ -133,9 +133,11 @@ class MultiCoordinatorTest : public ::testing::Test {
       if (c) std::cerr << "coordinator " << c->Pid() << " log:" << c->LogTail(40) << "\n";
     }
   }
-  void StartCoordinators(int64_t tick_ms = 200, int64_t grace_ms = 5000) {
+  void StartCoordinators(int64_t tick_ms = 200, int64_t grace_ms = 5000,
+                         std::vector<std::string> extra_args = {}) {
     CoordinatorOptions o = CoordOpts(redis_, tick_ms);
     o.shutdown_grace_ms = grace_ms;
+    o.extra_args = std::move(extra_args);
     c1_ = std::make_unique<CoordinatorProcess>(o);
     c2_ = std::make_unique<CoordinatorProcess>(o);
     ASSERT_TRUE(c1_->Start());
@@ -295,6 +297,10 @@ TEST_F(MultiCoordinatorTest, TwoCoordinatorsServeOneGroupWithoutSplitOwnership) 
       Metric(m1, "rsc_revision_conflicts_total") + Metric(m2, "rsc_revision_conflicts_total");
   EXPECT_GT(hb1, 50) << "coordinator 1 served too few heartbeats";
   EXPECT_GT(hb2, 50) << "coordinator 2 served too few heartbeats";
+  // The mutex serializes the replicas (R2.7), so the CAS rarely has to catch anything: a
+  // conflict means a section outlived its 2 s mutex TTL. (Measured: 0 of ~900 requests.)
+  EXPECT_LE(conflicts, 5 + tally.total() / 50) << "revision conflicts despite the mutex";
+  EXPECT_LE(tally.retryable(), tally.total() / 20) << "retryable 503s under a healthy load";
   RecordProperty("requests", tally.total());
   RecordProperty("retryable_503", tally.retryable());
   RecordProperty("revision_conflicts", static_cast<int>(conflicts));
@@ -305,10 +311,13 @@ TEST_F(MultiCoordinatorTest, TwoCoordinatorsServeOneGroupWithoutSplitOwnership) 
 
 // SIGTERM while requests are in flight (S1). The in-flight requests are made
 // deterministic with CLIENT PAUSE WRITE: each one blocks on its group mutex SET inside
-// Redis, which INFO reports as a blocked client.
+// Redis, which INFO reports as a blocked client. Nothing here races a timer: the pause,
+// the coordinators' Redis command timeout and the grace period are far longer than the
+// checks take on a loaded machine, and the test ends the pause itself (issue 9).
 TEST_F(MultiCoordinatorTest, SigtermRefusesNewRequestsFinishesInFlightAndExitsZero) {
   // Long tick intervals: a tick blocked by the pause would count as a blocked client.
-  ASSERT_NO_FATAL_FAILURE(StartCoordinators(/*tick_ms=*/600000, /*grace_ms=*/4000));
+  ASSERT_NO_FATAL_FAILURE(
+      StartCoordinators(/*tick_ms=*/600000, /*grace_ms=*/60000, {"--redis-timeout-ms", "60000"}));
   constexpr const char* kP = "jobs";
   constexpr int kInFlight = 4;
   HttpClient admin(c2_->Port());
@@ -331,8 +340,8 @@ TEST_F(MultiCoordinatorTest, SigtermRefusesNewRequestsFinishesInFlightAndExitsZe
   };
   ASSERT_EQ(blocked(), 0);
 
-  // Writes pause for at most 1.8 s (the coordinator's Redis command timeout is 2 s).
-  CliReply paused = cli->Run({"CLIENT", "PAUSE", "1800", "WRITE"});
+  // Writes pause until the test ends the pause (at most 30 s, within the 60 s timeout).
+  CliReply paused = cli->Run({"CLIENT", "PAUSE", "30000", "WRITE"});
   ASSERT_TRUE(paused.ok()) << paused.ToString();
   const auto pause_start = Clock::now();
   std::vector<HttpResult> in_flight(kInFlight);
@@ -344,14 +353,13 @@ TEST_F(MultiCoordinatorTest, SigtermRefusesNewRequestsFinishesInFlightAndExitsZe
       in_flight[i] = h.Post(HeartbeatPath(kP, groups[i]), json::value(members[i].Request()));
     });
   }
-  auto all_blocked = WaitFor([&] { return blocked() >= kInFlight; }, 1000ms,
+  auto all_blocked = WaitFor([&] { return blocked() >= kInFlight; }, 10s,
                              "every in-flight heartbeat to block on its group mutex in Redis");
   if (!all_blocked) cli->Run({"CLIENT", "UNPAUSE"});
   ASSERT_TRUE(all_blocked);
 
   c1_->SendTerm();
-  const auto term_at = Clock::now();
-  ASSERT_TRUE(c1_->WaitForLog("event=terminating", 1000ms));
+  ASSERT_TRUE(c1_->WaitForLog("event=terminating", 10s));
   EXPECT_TRUE(c1_->LogContains("in_flight=" + std::to_string(kInFlight))) << c1_->LogTail();
 
   // New requests: 503 COORDINATOR_TERMINATING, quickly (no Redis involved).
@@ -372,9 +380,11 @@ TEST_F(MultiCoordinatorTest, SigtermRefusesNewRequestsFinishesInFlightAndExitsZe
     HttpResult metrics = h.Get("/metrics");
     EXPECT_EQ(MetricSum(metrics.body, "rsc_coordinator_terminating"), 1) << metrics.Describe();
   }
-  EXPECT_LT(Clock::now() - pause_start, 1500ms) << "the checks above took too long: the pause "
-                                                   "may have ended before the release below";
+  // Within the members' 10 s lease: their in-flight heartbeats must still be answered OK.
+  ASSERT_LT(Clock::now() - pause_start, 8s) << "the checks above took too long: the members' "
+                                               "leases may have run out during the pause";
   EXPECT_FALSE(c1_->WaitExit(0ms).has_value()) << "exited while requests were in flight";
+  EXPECT_EQ(blocked(), kInFlight) << "an in-flight request ended before the pause did";
 
   ASSERT_TRUE(cli->Run({"CLIENT", "UNPAUSE"}).ok());
   for (auto& t : threads) t.join();
@@ -383,10 +393,11 @@ TEST_F(MultiCoordinatorTest, SigtermRefusesNewRequestsFinishesInFlightAndExitsZe
         << "in-flight heartbeat " << i << ": " << in_flight[i].Describe();
     EXPECT_EQ(JsonStr(in_flight[i].json, "status"), "OK") << in_flight[i].body;
   }
-  std::optional<int> code = c1_->WaitExit(6s);
-  ASSERT_TRUE(code.has_value()) << "coordinator still running 6 s after SIGTERM:" << c1_->LogTail();
+  // It exits as soon as the last in-flight request is answered, not at the 60 s grace period.
+  std::optional<int> code = c1_->WaitExit(20s);
+  ASSERT_TRUE(code.has_value()) << "coordinator still running 20 s after the pause ended:"
+                                << c1_->LogTail();
   EXPECT_EQ(*code, 0) << c1_->LogTail();
-  EXPECT_LT(Clock::now() - term_at, 4000ms + 1000ms) << "exit took longer than the grace period";
   EXPECT_TRUE(c1_->LogContains("event=stopped idle=true")) << c1_->LogTail();
   // The mutexes were released on the way out (no lock key left behind).
   for (const std::string& g : groups) EXPECT_EQ(Exists(*cli, LockKey(kP, g)), 0) << g;
