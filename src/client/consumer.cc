@@ -159,7 +159,9 @@ class Consumer::Impl : public client::ReaderHost {
 
   ConsumerStatus Status() const {
     std::lock_guard<std::mutex> lock(mu_);
-    const client::ConsumerStatus st = core_.Status(SteadyNowMs());
+    // The clock reads are judged with (rounded up), so the lease shown is never longer
+    // than the one MayRead grants.
+    const client::ConsumerStatus st = core_.Status(client::SteadyNowMsCeil());
     ConsumerStatus out;
     out.started = started_;
     out.stopped = stopped_;

@@ -265,7 +265,9 @@ class Producer::Impl {
 
   ProducerMetrics Metrics() const {
     std::lock_guard<std::mutex> lock(mu_);
-    const client::ProducerCoreMetrics m = core_.Metrics(SteadyNowMs());
+    // The clock Publish decides with (rounded up): a refused publish never sits next to a
+    // metric that still shows lease left (seen as 1 ms remaining on a loaded machine).
+    const client::ProducerCoreMetrics m = core_.Metrics(client::SteadyNowMsCeil());
     ProducerMetrics out;
     out.has_routing = m.has_routing;
     out.metadata_version = m.metadata_version;
