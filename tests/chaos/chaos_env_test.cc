@@ -9,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 namespace rsc::testing {
 namespace {
@@ -95,11 +96,13 @@ TEST(ChaosEnv, FailoverLosesExactlyTheWritesTheReplicaMissed) {
   EXPECT_GT(env.lost(), 0) << "writes during the cut must be lost";
   ChaosEnv::StreamContents now;
   ASSERT_TRUE(env.ReadStreams(env.master(), &now));
-  std::set<std::pair<int, std::string>> lost;
+  // By content: the promoted node may give an id the lost entry had to a later write (same
+  // millisecond), so a lost record names (shard, id, seq), as the harness compares them.
+  std::set<std::tuple<int, std::string, int64_t>> lost;
   std::set<int> lost_shards;
   for (const auto& e : env.history()) {
     if (e.kind != sim::HistKind::kLost) continue;
-    lost.insert({e.shard, e.id});
+    lost.insert({e.shard, e.id, e.seq});
     lost_shards.insert(e.shard);
     EXPECT_EQ(e.key, "k") << "a lost record says what the entry held";
   }
@@ -111,7 +114,7 @@ TEST(ChaosEnv, FailoverLosesExactlyTheWritesTheReplicaMissed) {
     const int shard = static_cast<int>(a.stream);
     auto it = now[shard].find(a.id);
     const bool kept = it != now[shard].end() && it->second.seq == a.seq;
-    const bool recorded = lost.count({shard, a.id}) > 0;
+    const bool recorded = lost.count({shard, a.id, a.seq}) > 0;
     missing += !kept && !recorded;
     kept_but_lost += kept && recorded;
   }
