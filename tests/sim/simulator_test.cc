@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "sim/mutants.h"
@@ -219,6 +220,11 @@ struct Mutant {
   // Built as its own binary (sim/CMakeLists.txt) rather than chosen with --mutant.
   bool binary = false;
 };
+
+// How ctest and gtest name a parameter (instead of its bytes).
+void PrintTo(const Mutant& m, std::ostream* os) {
+  *os << m.name << " (" << m.invariant << ", " << m.seeds << " seeds)";
+}
 
 std::string RunMutant(const Mutant& m, int* status) {
   const std::string bin = std::string(RSC_BINARY_DIR) + "/sim/" +
