@@ -16,6 +16,7 @@
 #include "redis/redis_store.h"
 #include "redis/redis_url.h"
 #include "server/api.h"
+#include "server/compat_watch.h"
 #include "server/embedded_redis.h"
 #include "server/group_service.h"
 #include "server/http_server.h"
@@ -51,6 +52,7 @@ struct Flags {
   size_t max_body_bytes = 1 << 20;
   int64_t body_timeout_ms = 10000;
   int64_t redis_timeout_ms = 2000;
+  int64_t compat_recheck_ms = 30000;
   int64_t shutdown_grace_ms = 5000;
   int64_t tick_interval_ms = 1000;
   std::string log_level = "info";
@@ -106,6 +108,11 @@ int main(int argc, char** argv) {
                  "How long one Redis command may take before it fails (REDIS_UNAVAILABLE, or "
                  "UNKNOWN_RESULT for a write whose reply was lost)")
       ->check(CLI::Range(int64_t{100}, int64_t{600000}))
+      ->capture_default_str();
+  app.add_option("--compat-recheck-ms", f.compat_recheck_ms,
+                 "While running, /readyz repeats the start-up Redis compatibility check at most "
+                 "this often (a Redis that changed under the coordinator: 503, counted)")
+      ->check(CLI::Range(int64_t{100}, int64_t{86400000}))
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", f.shutdown_grace_ms,
                  "On SIGTERM: how long in-flight requests may take before exit")
@@ -202,10 +209,13 @@ int main(int argc, char** argv) {
   rsc::MetricsObserver observer(metrics);
   rsc::ShutdownGate gate;
   rsc::redis::RedisStore& redis_store = **store;
-  auto ready_probe = [&redis_store]() -> rsc::Status {
+  // L4 while running: the `probe` connection is the watch's alone (it serializes checks).
+  rsc::CompatWatch compat([&probe] { return rsc::redis::CheckCompatibility(probe); }, clock,
+                          metrics, f.compat_recheck_ms);
+  auto ready_probe = [&redis_store, &compat]() -> rsc::Status {
     auto groups = redis_store.ListGroups();  // one round trip: Redis reachable and answering
     if (!groups.ok()) return groups.error();
-    return rsc::OkStatus();
+    return compat.Current();
   };
   observer.AttachStoreCounters(
       [&redis_store] { return redis_store.stats().script_reloads.load(); });

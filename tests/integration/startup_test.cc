@@ -1,6 +1,7 @@
 // Level 2: start-up compatibility checks (SPEC L4, S3, S4): a Redis without Lua scripting
 // is refused with exit code 4 and a message naming what is missing; an unreachable Redis
-// is exit code 3; a usable one gives /healthz and /readyz.
+// is exit code 3; a usable one gives /healthz and /readyz; one that becomes unusable while
+// the coordinator runs makes /readyz 503.
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -24,6 +25,14 @@ int UnusedPort() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// A redis-server with an ACL user "app" (password "s3cret") holding every permission.
+RedisProcessOptions AclUserRedis() {
+  RedisProcessOptions ro;
+  ro.acl_user = "app";
+  ro.acl_password = "s3cret";
+  return ro;
 }
 
 void ExpectRefusedWithCode(CoordinatorProcess& coord, int expected_code,
@@ -82,10 +91,7 @@ TEST(StartupTest, WrongRedisPasswordIsRefusedNonZero) {
 }
 
 TEST(StartupTest, AuthenticatedRedisWorksAndProbesAnswer) {
-  RedisProcessOptions ro;
-  ro.acl_user = "app";
-  ro.acl_password = "s3cret";
-  RedisProcess redis(ro);
+  RedisProcess redis(AclUserRedis());
   ASSERT_TRUE(redis.Start());
   CoordinatorProcess coord(CoordOpts(redis));
   ASSERT_TRUE(coord.Start());
@@ -98,6 +104,46 @@ TEST(StartupTest, AuthenticatedRedisWorksAndProbesAnswer) {
   Consumer a("a");
   HttpResult r = Beat(http, a, "auth", "g");
   EXPECT_EQ(r.status, 200) << r.Describe();
+  EXPECT_EQ(coord.Terminate(10s), std::optional<int>(0)) << coord.LogTail();
+}
+
+// Issue 13 (O5): the compatibility check also runs while the coordinator serves, from
+// /readyz at most every --compat-recheck-ms. A Redis whose ACL loses EVAL under a running
+// coordinator makes /readyz 503 naming it and counts rsc_redis_compat_failures_total; when
+// the ACL is fixed, ready again.
+TEST(StartupTest, RedisThatBecomesIncompatibleIsReportedByReadyzAndCounted) {
+  RedisProcess redis(AclUserRedis());
+  ASSERT_TRUE(redis.Start());
+  CoordinatorOptions o = CoordOpts(redis);
+  o.extra_args = {"--compat-recheck-ms", "200"};
+  CoordinatorProcess coord(o);
+  ASSERT_TRUE(coord.Start());
+  HttpClient http(coord.Port());
+  HttpResult ready = http.Get("/readyz");
+  ASSERT_EQ(ready.status, 200) << ready.Describe();
+  EXPECT_EQ(Metric(http, "rsc_redis_compat_failures_total"), 0);
+
+  auto cli = redis.Cli();
+  ASSERT_NE(cli, nullptr);
+  HttpResult last;
+  auto readyz_becomes = [&](int status) {
+    return WaitFor(
+        [&] {
+          last = http.Get("/readyz");
+          return last.status == status;
+        },
+        10s, "/readyz to answer " + std::to_string(status));
+  };
+  ASSERT_EQ(cli->Run({"ACL", "SETUSER", "app", "-eval", "-evalsha"}).type, CliReply::Type::kStatus);
+  ASSERT_TRUE(readyz_becomes(503)) << "the Redis lost EVAL: " << last.Describe();
+  EXPECT_EQ(last.ErrorCode(), "REDIS_UNAVAILABLE") << last.Describe();
+  EXPECT_NE(last.body.find("EVAL"), std::string::npos) << "names what is missing: " << last.body;
+  EXPECT_GE(Metric(http, "rsc_redis_compat_failures_total"), 1);
+  EXPECT_TRUE(coord.LogContains("event=redis_incompatible")) << coord.LogTail();
+
+  ASSERT_EQ(cli->Run({"ACL", "SETUSER", "app", "+eval", "+evalsha"}).type, CliReply::Type::kStatus);
+  ASSERT_TRUE(readyz_becomes(200)) << "the ACL was fixed: " << last.Describe();
+  EXPECT_TRUE(coord.LogContains("event=redis_compatible_again")) << coord.LogTail();
   EXPECT_EQ(coord.Terminate(10s), std::optional<int>(0)) << coord.LogTail();
 }
 
