@@ -425,6 +425,23 @@ struct Checker::State {
     CheckOthersActive(name, e.shard, t, "read it");
   }
 
+  // C4: a handler call only inside the holding window's lease.
+  void OnDeliverLease(const std::string& name, Proc& p, const HistEvent& e) {
+    auto it = p.holds.find(e.shard);
+    if (it == p.holds.end()) {
+      Report("S1",
+             fmt::format("{} handled entry {} of shard {} at {} without holding it", name, e.id,
+                         e.shard, e.t_us),
+             e.t_us);
+    } else if (e.t_us >= Bound(it->second.lease_end)) {
+      Report("S1",
+             fmt::format("handled outside lease: {} handled entry {} of shard {} at {} but "
+                         "its lease ended at {}",
+                         name, e.id, e.shard, e.t_us, it->second.lease_end),
+             e.t_us);
+    }
+  }
+
   // C1, checked against the grants themselves: a lease end beyond every grant the process
   // got (sent_us + assignmentLeaseMs of an answered heartbeat) was computed from the wrong
   // start (e.g. the answer's arrival) — it reads past what any coordinator allowed.
@@ -754,6 +771,7 @@ struct Checker::State {
         if (p) OnHeartbeat(name, *p, e);
         break;
       case HistKind::kDeliver:
+        if (p && cfg.check_deliveries_in_lease) OnDeliverLease(name, *p, e);
         if (auto v = delivery.OnDeliver(e, n, excused_overlap.count(e.shard) > 0)) {
           Report("S4", std::move(*v), e.t_us);
         }

@@ -45,7 +45,8 @@
 //    still marked by a rollback (see above) (then overlaps_excused).
 //    Each overlapping pair is judged once until one of them stops holding. Also S1: a
 //    kRead(P,s,t) by a P that does not hold s, or with t ≥ the window's lease end ("read
-//    outside lease").
+//    outside lease"). Also S1 (C4, with check_deliveries_in_lease): a kDeliver(P,s,t) by a
+//    P that does not hold s, or with t ≥ the window's lease end ("handled outside lease").
 //    Also S1 (C1, when answers carry grant_ms): a kAcquire or kLease whose lease end lies
 //    beyond the latest grant of that process (an answered kHeartbeat's sent_us +
 //    grant_ms) — a lease the process computed but no coordinator gave.
@@ -155,6 +156,10 @@ struct CheckerConfig {
   bool check_coordinator = true;
   // S3 needs the end state: every acked publish must have been delivered by Finish().
   bool check_delivery = true;
+  // S1 for kDeliver: no handler call outside the holding window's lease (C4). Needs the
+  // lease check and the event's stamp to be one instant, as in the simulator; a real
+  // process stamps its event a moment after the check, so its logs leave it off.
+  bool check_deliveries_in_lease = false;
 };
 
 struct Violation {

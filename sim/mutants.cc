@@ -28,6 +28,8 @@ const std::vector<MutantInfo>& Mutants() {
        "the consumer counts its assignment lease from the answer's arrival, not the send"},
       {"c7_skip_takeover", "C7", "S4",
        "a new owner does not take over the previous owner's pending entries"},
+      {"c4_handle_after_lease", "C4", "S1",
+       "a reader goes on handling and XACKing its batch after its lease ended or an abandon"},
       {"pr5_ignore_routing_lease", "PR3/PR5", "S5",
        "the producer treats every routing answer as valid forever (never fails closed)"},
   };
@@ -235,6 +237,29 @@ void ClientMutant::OnRoutingAnswer(RoutingResponse& resp) const {
 }
 
 bool ClientMutant::SkipsTakeover() const { return name == "c7_skip_takeover"; }
+
+namespace {
+
+// c4_handle_after_lease: the reader's lease check for the batch in hand always passes.
+class HandlesAfterLease : public client::ReaderCore {
+ public:
+  using client::ReaderCore::ReaderCore;
+
+ protected:
+  bool MayHandle() const override { return true; }
+};
+
+}  // namespace
+
+std::unique_ptr<client::ReaderCore> ClientMutant::MakeReader(client::ReaderCoreConfig config,
+                                                             client::ReaderContext* context,
+                                                             client::DeliveryStats* stats,
+                                                             bool has_predecessor) const {
+  if (name == "c4_handle_after_lease") {
+    return std::make_unique<HandlesAfterLease>(std::move(config), context, stats, has_predecessor);
+  }
+  return std::make_unique<client::ReaderCore>(std::move(config), context, stats, has_predecessor);
+}
 
 bool ClientMutant::AnswersBeforeCas() const { return name == "r32_answer_before_cas"; }
 

@@ -12,7 +12,8 @@
 //     did not apply as applied;
 //   * client rules: the simulated consumer/producer transform what their real cores are
 //     told (a heartbeat answer's lease, a routing answer's lease) or what the simulated
-//     Redis answers (the takeover's XAUTOCLAIM).
+//     Redis answers (the takeover's XAUTOCLAIM), or replace the reader core's MayHandle
+//     seam (client/reader_core.h).
 // One exception remains an #if: resume_revoking_on_failure (client/consumer_core.cc)
 // mutates the consumer core's internal state, which no port exposes.
 
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/reader_core.h"
 #include "core/protocol.h"
 #include "server/group_service.h"
 
@@ -50,6 +52,13 @@ struct ClientMutant {
   void OnRoutingAnswer(RoutingResponse& resp) const;
   // C7: the takeover claims nothing (XAUTOCLAIM answers an empty page).
   bool SkipsTakeover() const;
+  // The reader core of a shard: the library's, or (c4_handle_after_lease) one whose
+  // MayHandle seam always says yes — it goes on handling and XACKing the batch in hand
+  // after its lease ended or it was abandoned.
+  std::unique_ptr<client::ReaderCore> MakeReader(client::ReaderCoreConfig config,
+                                                 client::ReaderContext* context,
+                                                 client::DeliveryStats* stats,
+                                                 bool has_predecessor) const;
   // R3.2: a CAS that conflicted is reported applied (the answer goes out unwritten).
   bool AnswersBeforeCas() const;
 };

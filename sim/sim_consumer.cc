@@ -28,9 +28,55 @@ client::ConsumerCoreOptions CoreOptions(Services& env, const ConsumerParams& p,
 
 bool IsConnError(const StreamReply& r) { return r.error.rfind(kConnError, 0) == 0; }
 
-// consumer_reader.h kIdleForeignCheck: how often an idle live shard checks for entries
-// another consumer name holds (local monotonic time).
-constexpr TimeMs kIdleForeignCheckMs = 1000;
+// A simulated stream entry as the reader core and the handler see it (fields).
+client::ReaderEntry ToEntry(const StreamEntry& e) {
+  client::ReaderEntry out;
+  out.id = e.id.str();
+  if (e.key.empty() && e.seq < 0) {  // trimmed while pending: listed by its id only
+    out.deleted = true;
+    return out;
+  }
+  out.fields = {{"key", e.key}, {"seq", std::to_string(e.seq)}, {"producer", e.producer}};
+  return out;
+}
+
+std::string FieldOf(const StreamFields& fields, std::string_view name) {
+  for (const auto& [f, v] : fields) {
+    if (f == name) return v;
+  }
+  return {};
+}
+
+StreamId ParseId(const std::string& id) {
+  if (id == "0") return StreamId{};
+  std::optional<StreamId> parsed = StreamId::Parse(id);
+  RSC_CHECK(parsed.has_value());
+  return *parsed;
+}
+
+std::vector<StreamId> ParseIds(const std::vector<std::string>& ids) {
+  std::vector<StreamId> out;
+  out.reserve(ids.size());
+  for (const std::string& id : ids) out.push_back(ParseId(id));
+  return out;
+}
+
+// The simulated Redis's reply to a reader command, as the library's Redis port parses it.
+client::ReaderReply ToReply(const StreamReply& r) {
+  using Kind = client::ReaderReply::Kind;
+  if (!r.ok())
+    return client::ReaderReply::Error(IsConnError(r) ? Kind::kTransport : Kind::kError, r.error);
+  client::ReaderReply out;
+  for (const StreamEntry& e : r.entries) out.entries.push_back(ToEntry(e));
+  out.cursor = r.cursor.str();
+  out.count = r.count;
+  if (!r.ids.empty()) out.count = static_cast<int64_t>(r.ids.size());
+  for (const PendingRow& row : r.pending) {
+    out.ids.push_back(row.id.str());
+    if (!out.lowest_owner) out.lowest_owner = row.consumer;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -123,7 +169,7 @@ void SimConsumer::Exit() {
 std::vector<int32_t> SimConsumer::HeldShards() const {
   std::vector<int32_t> out;
   for (const auto& [id, r] : readers_) {
-    if (!r->done && r->acquired) out.push_back(r->shard);
+    if (!r->done && r->core->acquired()) out.push_back(r->shard);
   }
   return out;
 }
@@ -134,6 +180,7 @@ void SimConsumer::Apply(const client::ConsumerActions& a, Cause cause) {
   if (dead_) return;
   World& w = env_.world();
   for (int32_t s : a.abandon) {
+    unrouted_.erase(s);
     Reader* r = Current(s);
     if (!r) {
       // Nothing of it runs: confirm at once that the abandoned work has stopped.
@@ -142,33 +189,31 @@ void SimConsumer::Apply(const client::ConsumerActions& a, Cause cause) {
       });
       continue;
     }
-    if (r->abandon) continue;
+    if (r->core->abandoned()) continue;
     if (cause == Cause::kLeaseEnd) {
-      w.probes().Hit(r->drain ? "lease_expired_while_draining" : "lease_expired_while_reading");
+      w.probes().Hit(r->core->drain_requested() ? "lease_expired_while_draining"
+                                                : "lease_expired_while_reading");
     }
     Abandon(*r, cause == Cause::kFenced ? "fenced" : "abandoned");
   }
   for (int32_t s : a.stop) {
     Reader* r = Current(s);
-    if (r && !r->drain && !r->abandon) {
-      Drain(*r, "drained");  // also during a clean shutdown: it is reported REVOKED
+    if (r && !r->core->drain_requested() && !r->core->abandoned()) {
+      Drain(*r);  // also during a clean shutdown: it is reported REVOKED
     } else if (!r) {
-      // No reader holds it (cannot happen with this runtime): nothing is in flight.
+      unrouted_.erase(s);  // never read: nothing is in flight
       env_.world().After(0, [this, s] {
         if (!dead_) Apply(core_.OnShardDrained(s, LocalNow()), LeaseCause());
       });
     }
   }
   for (int32_t s : a.start) {
-    auto r = std::make_unique<Reader>();
-    r->id = next_reader_++;
-    r->shard = s;
-    r->backoff_ms = 100;
-    if (Reader* prev = Current(s)) r->predecessor = prev->id;
-    const uint64_t id = r->id;
-    current_[s] = id;
-    readers_[id] = std::move(r);
-    StepSoon(id);
+    if (streams_.count(s) != 0) {
+      StartReader(s);
+    } else {
+      unrouted_.insert(s);  // started once its stream key is known (consumer.cc does so)
+      RequestRouting();
+    }
   }
   if (a.version_changed && slot_.version_store) {
     slot_.stored = ObservedVersion{a.version_changed->metadata_version, a.version_changed->lineage};
@@ -198,7 +243,7 @@ void SimConsumer::AfterCoreEvent() {
     // (the core never restarts it while its work is stopping), and a member-wide kLease
     // would extend it and, after a rollback, clear its mark (sim/checkers.h).
     for (const auto& [id, r] : readers_) {
-      if (!r->acquired || r->done || r->abandon) continue;
+      if (!r->core->acquired() || r->done || r->core->abandoned()) continue;
       HistEvent e = Event(HistKind::kLease);
       e.shard = r->shard;
       e.lease_end_us = us;
@@ -342,13 +387,7 @@ void SimConsumer::RequestRouting() {
   req.target = base_path_ + "/routing?observedVersion=0";
   auto retry = [this] {
     env_.world().After(200, [this] {
-      if (dead_) return;
-      for (auto& [rid, r] : readers_) {
-        if (!r->done && r->stage == Stage::kSetup && !streams_.count(r->shard)) {
-          RequestRouting();
-          return;
-        }
-      }
+      if (!dead_ && !unrouted_.empty()) RequestRouting();
     });
   };
   env_.SendHttp(slot_.node, Endpoint(core_.endpoint()), std::move(req),
@@ -364,11 +403,15 @@ void SimConsumer::RequestRouting() {
                     return;
                   }
                   for (const RoutingShard& s : r->shards) streams_[s.id] = s.stream;
-                  std::vector<uint64_t> waiting;
-                  for (auto& [rid, rd] : readers_) {
-                    if (!rd->done) waiting.push_back(rid);
+                  for (auto it = unrouted_.begin(); it != unrouted_.end();) {
+                    if (streams_.count(*it) == 0) {
+                      ++it;
+                      continue;
+                    }
+                    StartReader(*it);
+                    it = unrouted_.erase(it);
                   }
-                  for (uint64_t rid : waiting) Step(rid);
+                  if (!unrouted_.empty()) retry();  // a growing group: not routed yet
                 });
   env_.world().After(p_.http_timeout_ms, [this, id, retry] {
     if (dead_ || !routing_in_flight_ || id != routing_seq_) return;
@@ -377,7 +420,23 @@ void SimConsumer::RequestRouting() {
   });
 }
 
-// ── readers ───────────────────────────────────────────────────────────────────────
+// ── readers: the library's ReaderCore over the simulated ports ──────────────────────
+
+int64_t SimConsumer::Reader::ReadBudgetMs(int32_t s) {
+  return owner->core_.ReadBudgetMs(s, owner->LocalNow());
+}
+
+bool SimConsumer::Reader::MayProcess(int32_t /*s*/) { return owner->MayProcess(); }
+
+TimeMs SimConsumer::Reader::NowMs() { return owner->LocalNow(); }
+
+void SimConsumer::Reader::OnHandlerGaveUp(int32_t /*s*/, const std::string& error) {
+  // Simulated handlers never fail, so the kStop policy never gives up.
+  RSC_CHECK(false && "a simulated handler gave up");
+  (void)error;
+}
+
+void SimConsumer::Reader::Observe(ConsumerEvent event) { owner->Observe(*this, event); }
 
 SimConsumer::Reader* SimConsumer::Find(uint64_t id) {
   auto it = readers_.find(id);
@@ -391,64 +450,58 @@ SimConsumer::Reader* SimConsumer::Current(int32_t shard) {
   return r && !r->done ? r : nullptr;
 }
 
+void SimConsumer::StartReader(int32_t shard) {
+  auto r = std::make_unique<Reader>();
+  r->owner = this;
+  r->id = next_reader_++;
+  r->shard = shard;
+  if (Reader* prev = Current(shard)) r->predecessor = prev->id;
+  client::ReaderCoreConfig config;
+  config.shard = shard;
+  config.stream = streams_.at(shard);
+  config.group = p_.group.group;
+  config.consumer_name = member_;
+  config.max_batch = p_.max_batch;
+  config.block_ms = p_.block_ms;
+  config.observe = true;
+  r->core =
+      env_.world().mutant().MakeReader(std::move(config), r.get(), &stats_, r->predecessor != 0);
+  const uint64_t id = r->id;
+  current_[shard] = id;
+  readers_[id] = std::move(r);
+  StepSoon(id);
+}
+
 void SimConsumer::StepSoon(uint64_t id) {
   env_.world().After(0, [this, id] {
     if (!dead_) Step(id);
   });
 }
 
-void SimConsumer::Drain(Reader& r, const std::string& reason) {
-  r.drain = true;
-  r.release_reason = reason;
-  if (r.sleeping) {
-    r.sleeping = false;  // Pause() returns early on a drain
-    ++r.sleep_gen;
-  }
+void SimConsumer::CancelSleep(Reader& r) {
+  if (!r.sleeping) return;
+  r.sleeping = false;  // the runtime's Pause() returns early on a drain or an abandon
+  ++r.sleep_gen;
+  r.core->OnWake();
+}
+
+void SimConsumer::Drain(Reader& r) {
+  r.core->Drain();
+  CancelSleep(r);
   StepSoon(r.id);
 }
 
 void SimConsumer::Abandon(Reader& r, const std::string& reason) {
   if (r.op_in_flight) env_.world().probes().Hit("abandoned_with_read_in_flight");
-  r.abandon = true;
-  r.release_reason = reason;
+  r.core->Abandon(reason);
   const int64_t now_us = env_.world().now() * 1000;
   const auto end = core_.lease_end();
   // No lease any more (dropped by an UNKNOWN_MEMBER_ID/FENCED answer): the window's grant
   // ended with the last lease it had, not now.
   const int64_t last = last_lease_us_ < 0 ? now_us : std::min(last_lease_us_, now_us);
   r.abandoned_lease_us = end ? std::min(GlobalUs(*end), now_us) : last;
-  r.batch.clear();  // no further handler calls, no XACK
-  r.acks.clear();
-  r.batch_active = false;
-  r.foreign_check = false;
-  if (r.sleeping) {
-    r.sleeping = false;
-    ++r.sleep_gen;
-  }
+  CancelSleep(r);
   StepSoon(r.id);
-}
-
-void SimConsumer::Interrupt(Reader& r) {
-  // consumer_reader.cc Process(): lease ended mid-batch — nothing more is handled or
-  // XACKed; read our pending list again from the start.
-  r.batch.clear();
-  r.acks.clear();
-  r.batch_active = false;
-  r.foreign_check = false;
-  r.stage = Stage::kPending;
-  r.pending_cursor = StreamId{};
-}
-
-void SimConsumer::Failed(Reader& r, bool nogroup) {
-  r.stage = Stage::kSetup;
-  r.batch.clear();
-  r.acks.clear();
-  r.batch_active = false;
-  r.foreign_check = false;
-  if (!nogroup) {
-    SleepReader(r, r.backoff_ms);
-    r.backoff_ms = std::min<TimeMs>(r.backoff_ms * 2, 2000);
-  }
 }
 
 void SimConsumer::SleepReader(Reader& r, TimeMs ms) {
@@ -460,98 +513,192 @@ void SimConsumer::SleepReader(Reader& r, TimeMs ms) {
     Reader* rd = Find(id);
     if (!rd || rd->sleep_gen != gen || !rd->sleeping) return;
     rd->sleeping = false;
+    rd->core->OnWake();
     Step(id);
   });
 }
 
-void SimConsumer::Finish(Reader& r) {
+void SimConsumer::Observe(Reader& r, const ConsumerEvent& event) {
+  World& w = env_.world();
+  HistEvent e;
+  switch (event.kind) {
+    case ConsumerEventKind::kAcquire: {
+      e = Event(HistKind::kAcquire);
+      e.epoch = core_.Status(LocalNow()).assignment_epoch;
+      const auto end = core_.lease_end();
+      e.lease_end_us = end ? GlobalUs(*end) : w.now() * 1000;
+      break;
+    }
+    case ConsumerEventKind::kRead:
+      e = Event(HistKind::kRead);
+      e.detail = event.detail;
+      break;
+    case ConsumerEventKind::kDeliver:
+      e = Event(HistKind::kDeliver);
+      e.id = event.id;
+      e.key = FieldOf(event.fields, "key");
+      e.seq = std::stoll(FieldOf(event.fields, "seq"));
+      e.attempt = event.attempt;
+      break;
+    case ConsumerEventKind::kAck:
+      e = Event(HistKind::kAck);
+      e.id = event.id;
+      break;
+    case ConsumerEventKind::kRelease: {
+      std::string detail = event.detail;
+      if (r.core->abandoned()) {
+        // The window's grant ended at the abandon: a renewal that came while the abandoned
+        // work was stopping does not give the shard back (it is never restarted from here).
+        HistEvent l = Event(HistKind::kLease);
+        l.shard = r.shard;
+        l.lease_end_us = r.abandoned_lease_us;
+        w.Emit(std::move(l));
+        // Already listed for revocation: the core reports it REVOKED once told it stopped.
+        if (core_.StateOf(r.shard) == client::LocalShardState::kRevoked) detail = "revoked";
+      }
+      e = Event(HistKind::kRelease);
+      e.detail = std::move(detail);
+      break;
+    }
+    default:
+      return;
+  }
+  e.shard = r.shard;
+  e.stream = event.stream;
+  w.Emit(std::move(e));
+}
+
+void SimConsumer::Finish(Reader& r, bool drained) {
   r.done = true;
   r.sleeping = false;
   const int32_t shard = r.shard;
   const uint64_t id = r.id;
-  // Drained, or abandoned and now really stopped: either way the core is told (an
-  // abandoned shard is reported DRAINING until then, consumer_core.h).
-  const bool report = r.drain || r.abandon;
-  if (r.acquired) {
-    std::string detail = r.release_reason.empty() ? "drained" : r.release_reason;
-    if (r.abandon) {
-      // The window's grant ended at the abandon: a renewal that came while the abandoned
-      // work was stopping does not give the shard back (it is never restarted from here).
-      HistEvent l = Event(HistKind::kLease);
-      l.shard = shard;
-      l.lease_end_us = r.abandoned_lease_us;
-      env_.world().Emit(std::move(l));
-      // Already listed for revocation: the core reports it REVOKED once told it stopped.
-      if (core_.StateOf(shard) == client::LocalShardState::kRevoked) detail = "revoked";
-    }
-    HistEvent e = Event(HistKind::kRelease);
-    e.shard = shard;
-    e.stream = streams_.count(shard) ? streams_[shard] : "";
-    e.detail = detail;
-    env_.world().Emit(std::move(e));
-  }
   auto cur = current_.find(shard);
   if (cur != current_.end() && cur->second == id) current_.erase(cur);
   for (auto& [rid, other] : readers_) {
     if (!other->done && other->predecessor == id) StepSoon(rid);
   }
-  if (report) {
-    // The reader thread reports the drain (or its end); the runtime thread tells the core.
-    const bool drained = !r.abandon;
-    env_.world().After(0, [this, shard, drained] {
-      if (dead_) return;
-      if (drained) env_.world().probes().Hit("drain_completed");
-      Apply(core_.OnShardDrained(shard, LocalNow()), LeaseCause());
-    });
-  }
+  // Drained, or abandoned and now really stopped: either way the core is told (an
+  // abandoned shard is reported DRAINING until then, consumer_core.h). The reader thread
+  // reports the drain (or its end); the runtime thread tells the core.
+  env_.world().After(0, [this, shard, drained] {
+    if (dead_) return;
+    if (drained) env_.world().probes().Hit("drain_completed");
+    Apply(core_.OnShardDrained(shard, LocalNow()), LeaseCause());
+  });
   if (exiting_) Exit();
 }
 
-void SimConsumer::Send(Reader& r, RedisExec exec,
-                       std::function<void(Reader&, const StreamReply&)> on_reply) {
+void SimConsumer::SendCommand(Reader& r, const client::ReaderCommand& command) {
+  using client::ReaderCommandKind;
+  const std::string stream = r.core->config().stream;
+  const std::string group = p_.group.group;
+  const std::string consumer = member_;
+  RedisExec exec;
+  switch (command.kind) {
+    case ReaderCommandKind::kCreateGroup:
+      exec = [stream, group](SimRedis& redis, std::function<void(StreamReply)> done) {
+        done(redis.Stream([&](Streams& s) { return XGroupCreate(s, stream, group); }));
+      };
+      break;
+    case ReaderCommandKind::kAutoClaim: {
+      const StreamId cursor = ParseId(command.cursor);
+      const int count = command.count;
+      const bool skip = env_.world().mutant().SkipsTakeover();  // MUTANT c7_skip_takeover
+      exec = [stream, group, consumer, cursor, count, skip](SimRedis& redis,
+                                                            std::function<void(StreamReply)> done) {
+        done(redis.Stream([&](Streams& s) {
+          if (skip) return StreamOp{};  // an empty last page: nothing claimed
+          return XAutoClaim(s, stream, group, consumer, cursor, count);
+        }));
+      };
+      break;
+    }
+    case ReaderCommandKind::kReadPending: {
+      const StreamId after = ParseId(command.cursor);
+      const int count = command.count;
+      exec = [stream, group, consumer, count, after](SimRedis& redis,
+                                                     std::function<void(StreamReply)> done) {
+        done(redis.Stream([&](Streams& s) {
+          return XReadGroupPending(s, stream, group, consumer, after, count);
+        }));
+      };
+      break;
+    }
+    case ReaderCommandKind::kReadLive: {
+      const int count = command.count;
+      const TimeMs block = command.block_ms;
+      exec = [stream, group, consumer, count, block](SimRedis& redis,
+                                                     std::function<void(StreamReply)> done) {
+        redis.XReadGroupBlock(stream, group, consumer, count, block, std::move(done));
+      };
+      break;
+    }
+    case ReaderCommandKind::kCheckForeign:
+      exec = [stream, group](SimRedis& redis, std::function<void(StreamReply)> done) {
+        done(redis.Stream([&](Streams& s) { return XPending(s, stream, group, 1); }));
+      };
+      break;
+    case ReaderCommandKind::kAck: {
+      const std::vector<StreamId> ids = ParseIds(command.ids);
+      exec = [stream, group, ids](SimRedis& redis, std::function<void(StreamReply)> done) {
+        done(redis.Stream([&](Streams& s) { return XAck(s, stream, group, ids); }));
+      };
+      break;
+    }
+    case ReaderCommandKind::kPendingPage:
+    case ReaderCommandKind::kClaim:
+    case ReaderCommandKind::kDeadLetter:
+      // The simulated Redis knows XAUTOCLAIM and simulated handlers never fail.
+      RSC_CHECK(false && "a reader command the simulated Redis does not model");
+      return;
+  }
   r.op_in_flight = true;
   const uint64_t seq = ++r.op_seq;
   const uint64_t id = r.id;
+  const ReaderCommandKind kind = command.kind;
   env_.SendRedis(slot_.node, r.conn_epoch, std::move(exec),
-                 [this, id, seq, on_reply = std::move(on_reply)](const StreamReply& reply) {
+                 [this, id, seq, kind](const StreamReply& reply) {
                    if (dead_) return;
                    Reader* rd = Find(id);
                    if (!rd || rd->done || rd->op_seq != seq || !rd->op_in_flight) return;
                    rd->op_in_flight = false;
                    if (IsConnError(reply)) rd->conn_epoch = 0;  // reconnect next time
-                   if (!rd->abandon) on_reply(*rd, reply);
+                   World& w = env_.world();
+                   if (kind == client::ReaderCommandKind::kAutoClaim && !reply.ids.empty()) {
+                     w.probes().Hit("takeover_claimed_pending");
+                   }
+                   if (kind == client::ReaderCommandKind::kCheckForeign && reply.ok() &&
+                       !reply.pending.empty() && reply.pending.front().consumer != member_ &&
+                       !rd->core->abandoned()) {
+                     w.probes().Hit("late_read_reclaimed");
+                   }
+                   rd->core->OnReply(ToReply(reply));
                    Step(id);
                  });
 }
 
-void SimConsumer::StartHandler(Reader& r, const StreamEntry& entry) {
+void SimConsumer::StartHandler(Reader& r, const Message& message) {
   World& w = env_.world();
   r.handler_running = true;
-  if (env_.CountDelivery(entry.key, entry.seq) > 0) w.probes().Hit("redelivery");
-  HistEvent e = Event(HistKind::kDeliver);
-  e.shard = r.shard;
-  e.stream = streams_[r.shard];
-  e.id = entry.id.str();
-  e.key = entry.key;
-  e.seq = entry.seq;
-  e.attempt = 1;  // handlers succeed; attempts count per delivery in this process
-  w.Emit(std::move(e));
+  const std::string key = FieldOf(message.fields, "key");
+  const int64_t seq = std::stoll(FieldOf(message.fields, "seq"));
+  if (env_.CountDelivery(key, seq) > 0) w.probes().Hit("redelivery");
   TimeMs d = w.rng().Uniform(p_.handler_min_ms, p_.handler_max_ms);
   if (w.buggify().Fire("consumer.slow_handler", 0.02, w.rng())) d += w.rng().Uniform(20, 60);
   // A handler that hangs for a while (a poison message, a stuck downstream): its shard
   // drains past the member lease, and maybe past the rebalance timeout.
-  if (env_.in_fault_phase() && w.buggify().Fire("consumer.hung_handler", 0.0005, w.rng())) {
+  if (env_.in_fault_phase() && w.buggify().Fire("consumer.hung_handler", 0.002, w.rng())) {
     w.probes().Hit("handler_hung");
     d += w.rng().Uniform(p_.member_lease_ms, p_.member_lease_ms + p_.rebalance_timeout_ms);
   }
   const uint64_t id = r.id;
-  const StreamId entry_id = entry.id;
-  w.After(d, [this, id, entry_id] {
+  w.After(d, [this, id] {
     if (dead_) return;
     Reader* rd = Find(id);
     if (!rd) return;
     rd->handler_running = false;
-    rd->acks.push_back(entry_id);
+    rd->core->OnHandled(HandlerResult::Ok());
     Step(id);
   });
 }
@@ -562,248 +709,29 @@ void SimConsumer::Step(uint64_t id) {
   Reader& r = *rp;
   for (;;) {
     if (r.op_in_flight || r.handler_running || r.sleeping) return;
-    if (r.abandon) {
-      Finish(r);
-      return;
-    }
-    if (r.stage == Stage::kWaitPredecessor) {
-      if (r.predecessor != 0) {
-        Reader* prev = Find(r.predecessor);
-        if (prev && !prev->done) return;  // stepped again when it finishes
-      }
-      if (r.drain) {
-        Finish(r);  // nothing was read: drained at once
-        return;
-      }
-      r.stage = Stage::kSetup;
-      r.acquired = true;
-      HistEvent e = Event(HistKind::kAcquire);
-      e.shard = r.shard;
-      e.stream = streams_.count(r.shard) ? streams_[r.shard] : "";
-      e.epoch = core_.Status(LocalNow()).assignment_epoch;
-      const auto end = core_.lease_end();
-      e.lease_end_us = end ? GlobalUs(*end) : env_.world().now() * 1000;
-      env_.world().Emit(std::move(e));
-    }
-    if (r.batch_active) {
-      if (!r.batch.empty()) {
-        if (!MayProcess()) {
-          Interrupt(r);
-          continue;
-        }
-        StreamEntry entry = std::move(r.batch.front());
-        r.batch.pop_front();
-        if (entry.key.empty() && entry.seq < 0) {  // trimmed while pending: just settle it
-          r.acks.push_back(entry.id);
-          continue;
-        }
-        StartHandler(r, entry);
-        return;
-      }
-      r.batch_active = false;
-      if (!r.acks.empty()) {
-        if (MayProcess()) {
-          const std::string stream = streams_[r.shard];
-          const std::string group = p_.group.group;
-          const std::vector<StreamId> ids = r.acks;
-          Send(
-              r,
-              [stream, group, ids](SimRedis& redis, std::function<void(StreamReply)> done) {
-                done(redis.Stream([&](Streams& s) { return XAck(s, stream, group, ids); }));
-              },
-              [this, ids](Reader& rd, const StreamReply& reply) {
-                if (!reply.ok()) {
-                  Interrupt(rd);  // entries stay pending: handled again (at least once)
-                  return;
-                }
-                rd.acks.clear();
-                for (const StreamId& aid : ids) {
-                  HistEvent e = Event(HistKind::kAck);
-                  e.shard = rd.shard;
-                  e.stream = streams_[rd.shard];
-                  e.id = aid.str();
-                  env_.world().Emit(std::move(e));
-                }
-              });
-          return;
-        }
-        r.acks.clear();
-      }
-    }
-    const std::string consumer = member_;
-    const std::string group = p_.group.group;
-    if (r.foreign_check) {
-      // consumer_reader.cc ForeignPending, right after a live read and before its batch is
-      // handled (a drain waits for it, as there). Our own pending list holds only that
-      // batch, so an entry of another consumer name below it can only come from a previous
-      // owner's read that reached Redis after our takeover (here: a zombie holder's blocked
-      // read in a rollback-excused overlap): claim it and re-read our pending list first,
-      // so that everything is handled in stream order.
-      if (!MayProcess()) {
-        // The lease ended: Process() would stop before the first entry. The runtime still
-        // sends its XPENDING; here it would be a read outside the lease, and it changes
-        // nothing: with no batch the reader goes on reading (after the budget check).
-        if (r.batch.empty()) {
-          r.foreign_check = false;
-        } else {
-          Interrupt(r);
-        }
-        continue;
-      }
-      const std::string stream = streams_[r.shard];
-      HistEvent e = Event(HistKind::kRead);
-      e.shard = r.shard;
-      e.stream = stream;
-      e.detail = "xpending";
-      env_.world().Emit(std::move(e));
-      Send(
-          r,
-          [stream, group](SimRedis& redis, std::function<void(StreamReply)> done) {
-            done(redis.Stream([&](Streams& s) { return XPending(s, stream, group, 1); }));
-          },
-          [this](Reader& rd, const StreamReply& reply) {
-            rd.foreign_check = false;
-            if (!reply.ok()) {
-              Failed(rd, false);  // also NOGROUP: the runtime backs off before its setup
-              return;
-            }
-            rd.last_foreign_check = LocalNow();
-            if (!reply.pending.empty() && reply.pending.front().consumer != member_) {
-              env_.world().probes().Hit("late_read_reclaimed");
-              rd.batch.clear();  // stays in our pending list: read again after the claim
-              rd.stage = Stage::kSetup;
-              return;
-            }
-            if (!rd.batch.empty()) rd.batch_active = true;
-          });
-      return;
-    }
-    if (r.drain) {
-      Finish(r);  // everything read was handled and XACKed (or left pending)
-      return;
-    }
-    switch (r.stage) {
-      case Stage::kWaitPredecessor:
-        return;
-      case Stage::kSetup: {
-        auto it = streams_.find(r.shard);
-        if (it == streams_.end()) {
-          RequestRouting();
-          return;  // stepped again when routing arrives
-        }
-        const std::string stream = it->second;
-        Send(
-            r,
-            [stream, group](SimRedis& redis, std::function<void(StreamReply)> done) {
-              done(redis.Stream([&](Streams& s) { return XGroupCreate(s, stream, group); }));
-            },
-            [this](Reader& rd, const StreamReply& reply) {
-              if (!reply.ok() && reply.error.rfind("BUSYGROUP", 0) != 0) {
-                Failed(rd, false);
-                return;
-              }
-              rd.stage = Stage::kClaim;
-              rd.claim_cursor = StreamId{};
-            });
-        return;
-      }
-      case Stage::kClaim: {
-        // As consumer_reader.cc TakeOver: every XAUTOCLAIM page only inside the lease (C1).
-        if (core_.ReadBudgetMs(r.shard, LocalNow()) <= 0) {
-          SleepReader(r, 20);
-          return;
-        }
-        const std::string stream = streams_[r.shard];
-        const StreamId cursor = r.claim_cursor;
-        const int count = p_.max_batch;
-        const bool skip = env_.world().mutant().SkipsTakeover();  // MUTANT c7_skip_takeover
-        HistEvent e = Event(HistKind::kRead);
-        e.shard = r.shard;
-        e.stream = stream;
-        e.detail = "xautoclaim";
-        env_.world().Emit(std::move(e));
-        Send(
-            r,
-            [stream, group, consumer, cursor, count, skip](SimRedis& redis,
-                                                           std::function<void(StreamReply)> done) {
-              done(redis.Stream([&](Streams& s) {
-                if (skip) return StreamOp{};  // an empty last page: nothing claimed
-                return XAutoClaim(s, stream, group, consumer, cursor, count);
-              }));
-            },
-            [this](Reader& rd, const StreamReply& reply) {
-              if (!reply.ok()) {
-                Failed(rd, reply.error.rfind("NOGROUP", 0) == 0);
-                return;
-              }
-              if (!reply.ids.empty()) env_.world().probes().Hit("takeover_claimed_pending");
-              rd.claim_cursor = reply.cursor;
-              if (reply.cursor == StreamId{}) {
-                rd.stage = Stage::kPending;
-                rd.pending_cursor = StreamId{};
-                rd.backoff_ms = 100;
-              }
-            });
-        return;
-      }
-      case Stage::kPending:
-      case Stage::kLive: {
-        // C1/C4: ask before every read, and never block past the lease.
-        const int64_t budget = core_.ReadBudgetMs(r.shard, LocalNow());
-        if (budget <= 0) {
-          SleepReader(r, 20);
-          return;
-        }
-        const std::string stream = streams_[r.shard];
-        const int count = p_.max_batch;
-        const bool live = r.stage == Stage::kLive;
-        HistEvent e = Event(HistKind::kRead);
-        e.shard = r.shard;
-        e.stream = stream;
-        e.detail = live ? "xreadgroup>" : "xreadgroup-pending";
-        env_.world().Emit(std::move(e));
-        RedisExec exec;
-        if (live) {
-          const TimeMs block = std::max<TimeMs>(1, std::min<TimeMs>(p_.block_ms, budget));
-          exec = [stream, group, consumer, count, block](SimRedis& redis,
-                                                         std::function<void(StreamReply)> done) {
-            redis.XReadGroupBlock(stream, group, consumer, count, block, std::move(done));
-          };
-        } else {
-          const StreamId after = r.pending_cursor;
-          exec = [stream, group, consumer, count, after](SimRedis& redis,
-                                                         std::function<void(StreamReply)> done) {
-            done(redis.Stream([&](Streams& s) {
-              return XReadGroupPending(s, stream, group, consumer, after, count);
-            }));
-          };
-        }
-        Send(r, std::move(exec), [this, live](Reader& rd, const StreamReply& reply) {
-          if (!reply.ok()) {
-            Failed(rd, reply.error.rfind("NOGROUP", 0) == 0);
-            return;
+    client::ReaderAction a = r.core->Next();
+    switch (a.kind) {
+      case client::ReaderAction::Kind::kIdle:
+        if (r.core->waiting_for_predecessor()) {
+          Reader* prev = r.predecessor != 0 ? Find(r.predecessor) : nullptr;
+          if (!prev || prev->done) {
+            r.core->OnPredecessorFinished();
+            continue;
           }
-          if (!live) {
-            if (reply.entries.empty()) {
-              rd.stage = Stage::kLive;
-              rd.last_foreign_check = LocalNow();
-              return;
-            }
-            rd.pending_cursor = reply.entries.back().id;
-            rd.batch.assign(reply.entries.begin(), reply.entries.end());
-            rd.batch_active = true;
-            return;
-          }
-          // New entries are handled only after the foreign check (Step); an idle shard
-          // checks too, now and then, so that nothing stays stranded while no entry comes.
-          if (reply.entries.empty() && LocalNow() - rd.last_foreign_check < kIdleForeignCheckMs) {
-            return;
-          }
-          rd.batch.assign(reply.entries.begin(), reply.entries.end());
-          rd.foreign_check = true;
-        });
+        }
+        return;  // stepped again when the predecessor finishes, or on a drain/abandon
+      case client::ReaderAction::Kind::kSleep:
+        SleepReader(r, a.sleep_ms);
         return;
-      }
+      case client::ReaderAction::Kind::kCommand:
+        SendCommand(r, a.command);
+        return;
+      case client::ReaderAction::Kind::kDeliver:
+        StartHandler(r, a.message);
+        return;
+      case client::ReaderAction::Kind::kFinished:
+        Finish(r, a.drained);
+        return;
     }
   }
 }

@@ -1,36 +1,36 @@
 #pragma once
-// SimConsumer: one incarnation of a consumer process — the REAL ConsumerCore driven by a
-// simulated runtime that mirrors src/client/consumer.cc and consumer_reader.cc: heartbeats
-// over HTTP with a timeout (a lost or late answer is UNKNOWN_RESULT, C6), one reader per
-// started shard (XGROUP CREATE → XAUTOCLAIM from 0-0 → our pending list → XREADGROUP >
-// BLOCK ≤ ReadBudgetMs), handlers that take simulated time, XACK per batch, drain and
-// abandon exactly as docs/consumer.md §3 describes, a per-slot VersionStore (C5), and a
-// local monotonic clock that only jumps forward.
+// SimConsumer: one incarnation of a consumer process — the REAL ConsumerCore and the REAL
+// per-shard ReaderCore (client/reader_core.h, the state machine the library's reader threads
+// drive) over simulated ports: heartbeats over the simulated HTTP network with a timeout (a
+// lost or late answer is UNKNOWN_RESULT, C6), reader commands against the simulated Redis
+// (sim/streams.h), handlers that take simulated time, a per-slot VersionStore (C5), and a
+// local monotonic clock that only jumps forward. What remains here mirrors the library's
+// runtime thread (src/client/consumer.cc): applying the core's actions, routing look-ups,
+// one reader per started shard that waits for the previous one, and recording history.
 //
 // History it records (sim/history.h): kStart, kHeartbeat for every outcome of a heartbeat
 // (answer, error or timeout; sent_us = send time), kLease whenever the lease end changes
-// (also when a clock jump moves it in global time), kAcquire before a reader's first read,
-// kRead per XAUTOCLAIM/XREADGROUP issued, kDeliver per handler call, kAck per id once XACK
-// is confirmed, kRelease when a reader is done (after its last handler call returned and
-// its last command came back), kStop after a clean exit, kCrash when killed. kRead also for
-// the XPENDING that checks, after each read of new entries (and now and then while idle),
-// whether another consumer name holds the group's lowest pending entry (a previous owner's
-// late read): the reader then takes over again and re-reads its pending list first.
+// (also when a clock jump moves it in global time), and the reader core's events: kAcquire,
+// kRead per claim/read command (also the XPENDING late-read check), kDeliver per handler
+// call, kAck per id once XACK is confirmed, kRelease when a reader is done (after its last
+// handler call returned and its last command came back); kStop after a clean exit, kCrash
+// when killed.
 //
 // A reader that is abandoned stops handing out entries at once, but a running handler call
 // finishes (it cannot be interrupted) and a command already sent comes back before the
-// reader counts as released — so the release time is honest. A new reader of the same
-// shard waits for the previous one to be released (consumer_reader.cc WaitForPredecessor).
+// reader counts as released — so the release time is honest.
 
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "client/consumer_core.h"
+#include "client/reader_core.h"
 #include "rsc/version_store.h"
 #include "sim/services.h"
 
@@ -82,35 +82,29 @@ class SimConsumer {
   std::vector<int32_t> HeldShards() const;
 
  private:
-  enum class Stage { kWaitPredecessor, kSetup, kClaim, kPending, kLive };
   enum class Cause { kOther, kLeaseEnd, kFenced };
-  struct Reader {
+  // One shard reader: the library's ReaderCore, driven over the simulated ports. It is also
+  // the core's ReaderContext.
+  struct Reader : client::ReaderContext {
+    SimConsumer* owner = nullptr;
     uint64_t id = 0;
     int32_t shard = 0;
     uint64_t predecessor = 0;
-    Stage stage = Stage::kWaitPredecessor;
-    bool acquired = false;
-    bool drain = false;
-    bool abandon = false;
+    std::unique_ptr<client::ReaderCore> core;
     bool done = false;
-    std::string release_reason;
     int64_t abandoned_lease_us = -1;  // when its grant ended (the abandon), µs
     bool op_in_flight = false;
     uint64_t op_seq = 0;
     bool handler_running = false;
     bool sleeping = false;
     uint64_t sleep_gen = 0;
-    bool batch_active = false;
-    std::deque<StreamEntry> batch;
-    std::vector<StreamId> acks;
-    StreamId claim_cursor;
-    StreamId pending_cursor;
-    // consumer_reader.cc ForeignPending: what a live read brought (possibly nothing) waits
-    // for the XPENDING check of the group's lowest pending entry before it is handled.
-    bool foreign_check = false;
-    TimeMs last_foreign_check = 0;  // local; an idle live shard checks every kIdleForeignCheckMs
-    TimeMs backoff_ms = 100;
     uint64_t conn_epoch = 0;
+
+    int64_t ReadBudgetMs(int32_t s) override;
+    bool MayProcess(int32_t s) override;
+    TimeMs NowMs() override;
+    void OnHandlerGaveUp(int32_t s, const std::string& error) override;
+    void Observe(ConsumerEvent event) override;
   };
   struct InFlightHeartbeat {
     uint64_t id = 0;
@@ -137,16 +131,17 @@ class SimConsumer {
 
   Reader* Find(uint64_t id);
   Reader* Current(int32_t shard);
+  void StartReader(int32_t shard);
   void Step(uint64_t id);
   void StepSoon(uint64_t id);
-  void Drain(Reader& r, const std::string& reason);
+  void Drain(Reader& r);
   void Abandon(Reader& r, const std::string& reason);
-  void Finish(Reader& r);
-  void Interrupt(Reader& r);
-  void Failed(Reader& r, bool nogroup);
+  void CancelSleep(Reader& r);
+  void Finish(Reader& r, bool drained);
   void SleepReader(Reader& r, TimeMs ms);
-  void StartHandler(Reader& r, const StreamEntry& e);
-  void Send(Reader& r, RedisExec exec, std::function<void(Reader&, const StreamReply&)> on_reply);
+  void StartHandler(Reader& r, const Message& message);
+  void SendCommand(Reader& r, const client::ReaderCommand& command);
+  void Observe(Reader& r, const ConsumerEvent& event);
   void Exit();
 
   Services& env_;
@@ -166,6 +161,8 @@ class SimConsumer {
   std::optional<TimeMs> timer_at_;
   int64_t last_lease_us_ = -1;
   std::map<int32_t, std::string> streams_;  // from routing (never computed, C7)
+  std::set<int32_t> unrouted_;              // started by the core, waiting for their stream key
+  client::DeliveryStats stats_;
   bool routing_in_flight_ = false;
   uint64_t routing_seq_ = 0;
   uint64_t next_reader_ = 1;

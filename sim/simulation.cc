@@ -298,7 +298,8 @@ SimResult Simulation::Run() {
   cc.member_lease_us = p_.group.member_lease_ms * 1000;
   cc.convergence_bound_us = p_.convergence_bound_ms * 1000;
   cc.clock_skew_us = 2 * p_.skew_bound_ms * 1000;
-  cc.taint_on_rollback_fault = false;  // the simulator emits kTaint for whom it concerns
+  cc.taint_on_rollback_fault = false;   // the simulator emits kTaint for whom it concerns
+  cc.check_deliveries_in_lease = true;  // one clock: the lease check and the stamp agree
   world_.SetChecker(cc);
   world_.set_trace(opt_.trace);
   redis_.set_max_lag_ms(p_.max_lag_ms);

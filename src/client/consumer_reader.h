@@ -1,24 +1,10 @@
 #pragma once
-// ShardReader: the reader thread of one shard of a consumer (docs/consumer.md §3). It owns a
-// Redis connection and performs, for one `start` action of the ConsumerCore:
-//
-//   wait for the previous reader of the shard to finish (never two readers on one shard)
-//   XGROUP CREATE <stream> <G> 0 MKSTREAM        (BUSYGROUP ignored)
-//   XAUTOCLAIM <stream> <G> <me> 0 0-0 ... JUSTID  until the cursor is 0-0   (C7 takeover;
-//       XPENDING + XCLAIM when the server does not know XAUTOCLAIM)
-//   XREADGROUP ... STREAMS <stream> 0, 1-2, ...  (our pending entries: the claimed ones first)
-//   XREADGROUP ... BLOCK min(block, ReadBudgetMs) STREAMS <stream> >      (new entries)
-//   XPENDING <stream> <G> - + 1   after each non-empty read of new entries (and every
-//       second while idle): if the group's lowest pending entry belongs to another consumer
-//       name, a previous owner's read reached Redis after our takeover and took entries
-//       nobody will handle; the reader claims them (the takeover again) and reads its
-//       pending list from the start before handling anything newer, so per-key order holds.
-//
-// The takeover and every read are issued only while the lease runs (ReadBudgetMs > 0).
-// Each batch is handed to the handler in order and the completed entries are XACKed
-// together after the batch. After any Redis failure the reader reconnects (with backoff)
-// and starts over from the group creation, so entries delivered to it but not yet handled
-// (a lost XREADGROUP reply) are re-read from its pending list, never stranded.
+// ShardReader: the thread that drives one shard's ReaderCore (client/reader_core.h) over a
+// hiredis connection of its own, for one `start` action of the ConsumerCore. Every decision —
+// the takeover, the stage order, the lease checks, the late-read reclaim, the handler error
+// policy, drain and abandon — is the core's (the simulator drives the same core); this file
+// only carries its commands to Redis (and parses the replies), calls the handler, sleeps and
+// waits for the previous reader of the shard.
 //
 // Two ways to end, both driven by the runtime's coordinator thread:
 // * Drain(): no new reads; the batch in flight is finished and XACKed; then
@@ -26,15 +12,9 @@
 // * Abandon(reason): no further handler calls, no XACK; a Redis command in flight is cut
 //   (RedisConn::Interrupt), so the thread ends as soon as the current handler call, if
 //   any, returns. Nothing is reported to the host but the release event.
-// Either way the reader also stops handling a batch once host->MayProcess says the
-// assignment lease has ended (C4), before the core's abandon arrives.
 //
-// Observability (config.observe): the reader reports ConsumerEvents through host->Observe:
-// kAcquire before its first Redis read (after the predecessor finished), kRead before each
-// read command, kDeliver before each handler call, kAck after each confirmed XACK, and
-// kRelease once nothing more is read or handled — before OnDrained on a drain, at the end
-// of the thread on an abandon. A reader that never acquired (stopped while waiting for its
-// predecessor) reports neither.
+// Observability (config.observe): the core's ConsumerEvents go to host->Observe, stamped
+// here (reader_core.h lists them).
 //
 // Thread safety: Drain, Abandon, Finished and Join may be called from any thread. The
 // ReaderHost and the DeliveryStats must outlive the reader (the runtime joins every reader
@@ -51,32 +31,11 @@
 #include <thread>
 #include <vector>
 
+#include "client/reader_core.h"
 #include "client/redis_conn.h"
 #include "rsc/consumer.h"
 
 namespace rsc::client {
-
-// Delivery counters shared by all readers of one consumer.
-struct DeliveryStats {
-  std::atomic<int64_t> handled{0};
-  std::atomic<int64_t> acked{0};
-  std::atomic<int64_t> claimed{0};
-  // Times a reader found entries pending for another consumer name after its takeover
-  // (a previous owner's late read) and claimed them back (ShardReader::ForeignPending).
-  std::atomic<int64_t> foreign_claims{0};
-  std::atomic<int64_t> handler_failures{0};
-  std::atomic<int64_t> dead_lettered{0};
-
-  void SetHandlerError(std::string e);
-  void SetRedisError(std::string e);
-  std::string handler_error() const;
-  std::string redis_error() const;
-
- private:
-  mutable std::mutex mu_;
-  std::string last_handler_error_;  // guarded by mu_
-  std::string last_redis_error_;    // guarded by mu_
-};
 
 class ShardReader;
 
@@ -138,39 +97,27 @@ class ShardReader {
   bool drain_requested() const;
 
  private:
-  struct Entry {
-    std::string id;
-    bool deleted = false;  // listed in the pending list but trimmed from the stream
-    StreamFields fields;
+  // The core's view of the runtime (ReaderContext), forwarded to the host.
+  class Context : public ReaderContext {
+   public:
+    explicit Context(ShardReader* reader) : reader_(reader) {}
+    int64_t ReadBudgetMs(int32_t shard) override;
+    bool MayProcess(int32_t shard) override;
+    TimeMs NowMs() override;
+    void OnHandlerGaveUp(int32_t shard, const std::string& error) override;
+    void Observe(ConsumerEvent event) override;
+
+   private:
+    ShardReader* reader_;
   };
-  enum class Stage { kSetup, kPending, kLive };
-  enum class Outcome { kDone, kDeadLettered, kGaveUp };
-  enum class End { kDrained, kAbandoned };
 
   void Run();
-  End RunLoop();
-  bool WaitForPredecessor();
-  bool Setup();
-  bool CreateGroup();
-  bool TakeOver();
-  bool TakeOverWithXclaim();
-  // Whether the group's lowest pending entry on the stream belongs to another consumer
-  // name (*foreign). False on a Redis failure.
-  bool ForeignPending(bool* foreign);
-  bool Read(Stage stage, int64_t budget_ms, std::vector<Entry>* batch, bool* no_group);
-  void Process(const std::vector<Entry>& batch, bool* interrupted);
-  Outcome Handle(const Entry& entry);
-  bool DeadLetter(const Entry& entry, const std::string& error, int attempts);
-  bool Ack(const std::vector<std::string>& ids);
-  void RedisFailed(const std::string& error);
-  // Observability: stamps and reports an event of this shard (no-op unless observing).
-  void Emit(ConsumerEventKind kind, std::string id = {}, std::string detail = {},
-            const StreamFields* fields = nullptr, int attempt = 0);
-
-  bool Stopping() const;  // Drain or Abandon requested
-  bool Abandoned() const;
-  // Sleeps up to `d`, or until Drain/Abandon. False if it was woken by them.
-  bool Pause(std::chrono::milliseconds d);
+  // Hands a Drain()/Abandon() requested from another thread to the core.
+  void SyncStops();
+  ReaderReply Execute(const ReaderCommand& command);
+  HandlerResult CallHandler(const Message& message);
+  // Sleeps up to `d`, or until Drain/Abandon.
+  void Pause(std::chrono::milliseconds d);
 
   const ReaderConfig config_;
   const MessageHandler* const handler_;
@@ -180,12 +127,8 @@ class ShardReader {
 
   // Used by the reader thread only.
   RedisConn redis_;
-  std::string pending_cursor_ = "0";
-  // When ForeignPending last ran; an idle live shard runs it every kIdleForeignCheck.
-  std::chrono::steady_clock::time_point last_foreign_check_{};
-  static constexpr std::chrono::milliseconds kIdleForeignCheck{1000};
-  bool halted_ = false;    // kStop gave up: read nothing more, wait for the drain
-  bool acquired_ = false;  // kAcquire was reported (so a kRelease is due)
+  Context context_;
+  ReaderCore core_;
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

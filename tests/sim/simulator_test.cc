@@ -275,6 +275,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Mutant{"r32_answer_before_cas", "S6", 150},             // 58, 13, 6
                       Mutant{"c1_lease_from_receive", "S1", 20},              // 1, 1, 1
                       Mutant{"c7_skip_takeover", "S4", 20},                   // 1, 1, 1
+                      Mutant{"c4_handle_after_lease", "S1", 20},              // 2, 2, 1
                       Mutant{"pr5_ignore_routing_lease", "S5", 20},           // 2, 1, 1
                       Mutant{"resume_revoking_on_failure", "S1", 60, true}),  // 6, 21, 3, 12, 2
     [](const auto& info) { return std::string(info.param.name); });
@@ -282,7 +283,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Every run-time mutant is tested above, and each names a rule and the invariant that
 // catches it.
 TEST(Mutants, EveryRunTimeMutantIsListed) {
-  EXPECT_EQ(Mutants().size(), 11u);
+  EXPECT_EQ(Mutants().size(), 12u);
   for (const MutantInfo& m : Mutants()) {
     EXPECT_NE(std::string(m.rule), "");
     EXPECT_NE(std::string(m.invariant), "");
