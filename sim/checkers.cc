@@ -54,6 +54,9 @@ bool IsRollback(const std::string& fault) {
 struct Hold {
   int64_t acquire_t = 0;
   int64_t lease_end = -1;
+  // Set by kLease(P,s) with detail "taken" (C8): the window has its own, final lease, which
+  // member-wide kLease events no longer extend.
+  bool pinned = false;
 };
 
 struct Proc {
@@ -348,6 +351,10 @@ struct Checker::State {
     rec.member = p.member;
     rec.instance = p.instance;
     rec.acquire_t = t;
+    // Acquired while tainted: under a grant from before the rollback (an answer decided
+    // after it would have untainted P first), which the rollback may have lost — marked like
+    // the holdings that were running at the rollback.
+    rec.rolled_back = p.tainted;
     sh.records.push_back(std::move(rec));
     p.holds[s] = Hold{t, lease};
     AddHolders(s, sh, +1);
@@ -391,11 +398,16 @@ struct Checker::State {
     }
     CheckLeaseGranted(name, p, e.lease_end_us, e.t_us);
     if (e.shard >= 0) {
-      if (p.holds.count(e.shard)) SetWindowLease(name, p, e.shard, e.lease_end_us, e.t_us);
+      auto it = p.holds.find(e.shard);
+      if (it == p.holds.end()) return;
+      if (e.detail == "taken") it->second.pinned = true;
+      SetWindowLease(name, p, e.shard, e.lease_end_us, e.t_us);
       return;
     }
     p.lease_end = e.lease_end_us;
-    for (const auto& [s, h] : p.holds) SetWindowLease(name, p, s, e.lease_end_us, e.t_us);
+    for (const auto& [s, h] : p.holds) {
+      if (!h.pinned) SetWindowLease(name, p, s, e.lease_end_us, e.t_us);
+    }
   }
 
   void OnRead(const std::string& name, Proc& p, const HistEvent& e) {

@@ -22,7 +22,9 @@
 // shard it holds), kCrash(P) or kStop(P). Each holding window has a lease end: the
 // kAcquire's lease_end_us, else P's member-wide lease (the last kLease with shard -1);
 // kLease(P,s) sets that window's lease end, kLease(P,-1) sets the member-wide lease and
-// every window P holds. A lease end < 0 is unknown and treated as unbounded. A window is
+// every window P holds — except a window pinned by a kLease(P,s) with detail "taken" (a
+// shard taken from P has its own, final lease, C8). A lease end < 0 is unknown and treated
+// as unbounded. A window is
 // ACTIVE at t iff held and t < its lease end. A consumer that fails closed at lease end
 // and resumes a shard only on a new grant must log kRelease ("abandoned"): a held window
 // that merely expired becomes active again when a kLease extends it.
@@ -34,9 +36,11 @@
 // SYNC_METADATA, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, or empty) untaints P. Transient errors
 // (REDIS_UNAVAILABLE, …) do not: the process has not learnt the truth yet. The same fault also
 // marks the current and last holdings of every shard whose lease had not ended at tr (what Redis
-// lost may include that holder's grant, report or expiry, also for a process already dead); a lease
-// renewal of that window while its process is untainted clears the mark (K4: an answer
-// decided after the loss that still lets it keep the shard means the coordinator knows).
+// lost may include that holder's grant, report or expiry, also for a process already dead), and
+// so does a holding that a tainted P acquires later (it started under a grant from before the
+// rollback: a runtime that waits for routing starts its reader late); a lease renewal of that
+// window while its process is untainted clears the mark (K4: an answer decided after the loss
+// that still lets it keep the shard means the coordinator knows).
 //
 // S1 no split ownership. An overlap begins when a window of P becomes active while
 //    another proc Q has an active window on the same shard: at kAcquire(P,s,t), at a

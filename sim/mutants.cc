@@ -26,6 +26,9 @@ const std::vector<MutantInfo>& Mutants() {
        "a heartbeat is answered from its decision although the CAS did not apply"},
       {"c1_lease_from_receive", "C1", "S1",
        "the consumer counts its assignment lease from the answer's arrival, not the send"},
+      {"c8_release_taken_at_once", "C8", "S1",
+       "a stuck shard taken from its owner is released 1 ms after the take, not once every "
+       "grant on it ended"},
       {"c7_skip_takeover", "C7", "S4",
        "a new owner does not take over the previous owner's pending entries"},
       {"c4_handle_after_lease", "C4", "S1",
@@ -94,6 +97,15 @@ class AssignBeforeRevoke : public StateMutant {
         sh.revoke_since_ms = 0;
         sh.revoke_version = 0;
       }
+    }
+  }
+};
+
+// C8: a taken shard is released almost at once, not after the last grant on it ended.
+class ReleaseTakenAtOnce : public StateMutant {
+  void Mutate(const GroupMetadata&, GroupMetadata& next) const override {
+    for (ShardState& sh : next.shards) {
+      if (sh.taken_ms != 0) sh.release_at_ms = std::min(sh.release_at_ms, sh.taken_ms + 1);
     }
   }
 };
@@ -225,6 +237,7 @@ std::unique_ptr<Decider> MakeMutantDecider(std::string_view name) {
   if (name == "m5_drop_blockers") return std::make_unique<DropBlockers>();
   if (name == "m6_end_round_early") return std::make_unique<EndRoundEarly>();
   if (name == "m8_ignore_lineage") return std::make_unique<IgnoreLineage>();
+  if (name == "c8_release_taken_at_once") return std::make_unique<ReleaseTakenAtOnce>();
   return nullptr;
 }
 

@@ -111,12 +111,6 @@ SimConsumer::Cause SimConsumer::LeaseCause() const {
   return end && LocalNow() >= *end ? Cause::kLeaseEnd : Cause::kOther;
 }
 
-bool SimConsumer::MayProcess() const {
-  // consumer.cc MayProcess: the lease has not ended (for any shard, draining included).
-  const auto end = core_.lease_end();
-  return end && LocalNow() < *end;
-}
-
 void SimConsumer::Start() {
   HistEvent e = Event(HistKind::kStart);
   e.detail = slot_.instance_id;
@@ -229,26 +223,30 @@ void SimConsumer::Apply(const client::ConsumerActions& a, Cause cause) {
 void SimConsumer::AfterCoreEvent() {
   if (dead_) return;
   const auto end = core_.lease_end();
-  int64_t us = end ? GlobalUs(*end) : -1;
-  if (!end) {
+  const int64_t now_us = env_.world().now() * 1000;
+  if (end) {
+    last_lease_us_ = GlobalUs(*end);
+  } else if (last_lease_us_ >= 0) {
     // No lease any more (dropped after UNKNOWN_MEMBER_ID/FENCED): it ended now at the
     // latest. A negative lease end would read as "unbounded" (sim/checkers.h).
-    const int64_t now_us = env_.world().now() * 1000;
-    us = last_lease_us_ < 0 ? -1 : std::min(last_lease_us_, now_us);
+    last_lease_us_ = std::min(last_lease_us_, now_us);
   }
-  if (us >= 0 && us != last_lease_us_) {
-    last_lease_us_ = us;
-    // Per window rather than member-wide (shard -1): a window whose work is being
-    // abandoned keeps the lease it had — a renewal does not give an abandoned shard back
-    // (the core never restarts it while its work is stopping), and a member-wide kLease
-    // would extend it and, after a rollback, clear its mark (sim/checkers.h).
-    for (const auto& [id, r] : readers_) {
-      if (!r->core->acquired() || r->done || r->core->abandoned()) continue;
-      HistEvent e = Event(HistKind::kLease);
-      e.shard = r->shard;
-      e.lease_end_us = us;
-      env_.world().Emit(std::move(e));
-    }
+  // Per window rather than member-wide (shard -1): a window whose work is being abandoned
+  // keeps the lease it had — a renewal does not give an abandoned shard back (the core never
+  // restarts it while its work is stopping), and a member-wide kLease would extend it and,
+  // after a rollback, clear its mark (sim/checkers.h). A shard taken from us (C8) has its own
+  // lease, which renewals do not extend.
+  for (const auto& [id, r] : readers_) {
+    if (!r->core->acquired() || r->done || r->core->abandoned()) continue;
+    const auto own = core_.LeaseEndOf(r->shard);
+    const int64_t us =
+        own ? GlobalUs(*own) : (last_lease_us_ < 0 ? -1 : std::min(last_lease_us_, now_us));
+    if (us < 0 || us == r->lease_us) continue;
+    r->lease_us = us;
+    HistEvent e = Event(HistKind::kLease);
+    e.shard = r->shard;
+    e.lease_end_us = us;
+    env_.world().Emit(std::move(e));
   }
   ArmTimer();
 }
@@ -426,7 +424,9 @@ int64_t SimConsumer::Reader::ReadBudgetMs(int32_t s) {
   return owner->core_.ReadBudgetMs(s, owner->LocalNow());
 }
 
-bool SimConsumer::Reader::MayProcess(int32_t /*s*/) { return owner->MayProcess(); }
+bool SimConsumer::Reader::MayProcess(int32_t s) {
+  return owner->core_.MayProcess(s, owner->LocalNow());
+}
 
 TimeMs SimConsumer::Reader::NowMs() { return owner->LocalNow(); }
 
@@ -486,6 +486,14 @@ void SimConsumer::CancelSleep(Reader& r) {
 }
 
 void SimConsumer::Drain(Reader& r) {
+  World& w = env_.world();
+  // A poison message met at the worst moment: the shard is asked to move and the handler
+  // call in flight, or the next one of the batch being finished, hangs past the rebalance
+  // timeout, so the shard is taken from this member (C8).
+  if (env_.in_fault_phase() && w.buggify().Fire("consumer.stuck_drain", 0.5, w.rng())) {
+    r.hang_in_drain = true;
+    if (r.handler_running) r.hang_until = w.now() + StuckForMs();
+  }
   r.core->Drain();
   CancelSleep(r);
   StepSoon(r.id);
@@ -495,7 +503,7 @@ void SimConsumer::Abandon(Reader& r, const std::string& reason) {
   if (r.op_in_flight) env_.world().probes().Hit("abandoned_with_read_in_flight");
   r.core->Abandon(reason);
   const int64_t now_us = env_.world().now() * 1000;
-  const auto end = core_.lease_end();
+  const auto end = core_.LeaseEndOf(r.shard);
   // No lease any more (dropped by an UNKNOWN_MEMBER_ID/FENCED answer): the window's grant
   // ended with the last lease it had, not now.
   const int64_t last = last_lease_us_ < 0 ? now_us : std::min(last_lease_us_, now_us);
@@ -525,8 +533,9 @@ void SimConsumer::Observe(Reader& r, const ConsumerEvent& event) {
     case ConsumerEventKind::kAcquire: {
       e = Event(HistKind::kAcquire);
       e.epoch = core_.Status(LocalNow()).assignment_epoch;
-      const auto end = core_.lease_end();
+      const auto end = core_.LeaseEndOf(r.shard);
       e.lease_end_us = end ? GlobalUs(*end) : w.now() * 1000;
+      r.lease_us = e.lease_end_us;
       break;
     }
     case ConsumerEventKind::kRead:
@@ -692,15 +701,32 @@ void SimConsumer::StartHandler(Reader& r, const Message& message) {
     w.probes().Hit("handler_hung");
     d += w.rng().Uniform(p_.member_lease_ms, p_.member_lease_ms + p_.rebalance_timeout_ms);
   }
+  r.hang_until = 0;
+  if (r.hang_in_drain && r.core->drain_requested()) {
+    r.hang_in_drain = false;
+    r.hang_until = w.now() + StuckForMs();
+  }
   const uint64_t id = r.id;
-  w.After(d, [this, id] {
-    if (dead_) return;
-    Reader* rd = Find(id);
-    if (!rd) return;
-    rd->handler_running = false;
-    rd->core->OnHandled(HandlerResult::Ok());
-    Step(id);
-  });
+  w.After(d, [this, id] { OnHandlerReturned(id); });
+}
+
+TimeMs SimConsumer::StuckForMs() {
+  World& w = env_.world();
+  w.probes().Hit("handler_hung");
+  return p_.rebalance_timeout_ms + w.rng().Uniform(p_.member_lease_ms / 2, 2 * p_.member_lease_ms);
+}
+
+void SimConsumer::OnHandlerReturned(uint64_t id) {
+  if (dead_) return;
+  Reader* rd = Find(id);
+  if (!rd) return;
+  if (rd->hang_until > env_.world().now()) {  // hung when its shard was asked to drain
+    env_.world().At(rd->hang_until, [this, id] { OnHandlerReturned(id); });
+    return;
+  }
+  rd->handler_running = false;
+  rd->core->OnHandled(HandlerResult::Ok());
+  Step(id);
 }
 
 void SimConsumer::Step(uint64_t id) {

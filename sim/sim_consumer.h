@@ -93,9 +93,12 @@ class SimConsumer {
     std::unique_ptr<client::ReaderCore> core;
     bool done = false;
     int64_t abandoned_lease_us = -1;  // when its grant ended (the abandon), µs
+    int64_t lease_us = -1;            // the lease end last recorded for its window, µs
     bool op_in_flight = false;
     uint64_t op_seq = 0;
     bool handler_running = false;
+    TimeMs hang_until = 0;       // the running handler call returns no earlier than this (global)
+    bool hang_in_drain = false;  // BUGGIFY consumer.stuck_drain: the drain's next call hangs
     bool sleeping = false;
     uint64_t sleep_gen = 0;
     uint64_t conn_epoch = 0;
@@ -127,7 +130,6 @@ class SimConsumer {
                      const std::string& lineage, int64_t epoch, bool leave, int64_t grant_ms = -1,
                      std::string assigned = "");
   void RequestRouting();
-  bool MayProcess() const;
 
   Reader* Find(uint64_t id);
   Reader* Current(int32_t shard);
@@ -140,6 +142,8 @@ class SimConsumer {
   void Finish(Reader& r, bool drained);
   void SleepReader(Reader& r, TimeMs ms);
   void StartHandler(Reader& r, const Message& message);
+  void OnHandlerReturned(uint64_t id);
+  TimeMs StuckForMs();
   void SendCommand(Reader& r, const client::ReaderCommand& command);
   void Observe(Reader& r, const ConsumerEvent& event);
   void Exit();

@@ -233,6 +233,12 @@ class SimCoordinator::Observer : public ServiceObserver {
         case EventKind::kBlockerRecorded:
           w_.probes().Hit("blocker_recorded");
           break;
+        case EventKind::kShardTaken:
+          w_.probes().Hit("shard_taken");
+          break;
+        case EventKind::kShardReleased:
+          if (e.detail == "taken shard released") w_.probes().Hit("taken_shard_released");
+          break;
         case EventKind::kStaticMemberReplaced:
           w_.probes().Hit("static_member_replaced");
           break;

@@ -153,7 +153,10 @@ struct ConsumerEvent {
   // std::chrono::steady_clock in microseconds since its epoch (CLOCK_MONOTONIC on Linux,
   // so stamps of different processes on one machine are comparable).
   int64_t t_us = 0;
-  int32_t shard = -1;   // all kinds but kLease and kHeartbeat
+  // All kinds but kHeartbeat; kLease: -1 for the member lease, or a shard taken from this
+  // member (detail "taken", docs/protocol.md C8) whose own, final lease this is — later
+  // member leases do not extend it.
+  int32_t shard = -1;
   std::string stream;   // the shard's stream key
   std::string id;       // kDeliver, kAck: the entry id
   StreamFields fields;  // kDeliver
@@ -240,6 +243,11 @@ struct ConsumerStatus {
   std::vector<int32_t> draining;
   std::vector<int32_t> revoked;
   int revoking_count = 0;  // draining + revoked
+  // Shards taken from this member because it kept them draining past rebalanceTimeoutMs
+  // (a stuck handler, docs/protocol.md C8): read under their own, final lease, abandoned
+  // at its end while the member keeps the rest.
+  std::vector<int32_t> taken;
+  int64_t shards_taken = 0;  // how many were abandoned at that lease end so far
   std::string coordinator_endpoint;
   int consecutive_heartbeat_failures = 0;
   std::string last_heartbeat_error;  // "" after a success

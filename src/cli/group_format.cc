@@ -100,6 +100,15 @@ std::string FormatGroupView(const GroupView& v) {
   std::string out = header.Render() + "\n";
   out += members.empty() ? "members: none\n" : members.Render();
   out += "\n" + shards.Render();
+  if (!v.taken_shards.empty()) {
+    // A stuck shard taken from its owner (docs/protocol.md C8; runbook "a handler is stuck").
+    Table taken({"TAKEN SHARD", "FROM", "TAKEN AT (ms)", "RELEASED AT (ms)"});
+    for (const TakenShardView& t : v.taken_shards) {
+      taken.AddRow({std::to_string(t.shard), t.member, std::to_string(t.taken_ms),
+                    std::to_string(t.release_at_ms)});
+    }
+    out += "\n" + taken.Render();
+  }
   return out;
 }
 

@@ -177,6 +177,8 @@ class Consumer::Impl : public client::ReaderHost {
     out.draining = st.draining;
     out.revoked = st.revoked;
     out.revoking_count = st.revoking_count;
+    out.taken = st.taken;
+    out.shards_taken = st.counters.shards_taken;
     out.coordinator_endpoint = transports_[st.endpoint]->endpoint().ToString();
     out.consecutive_heartbeat_failures = st.consecutive_failures;
     out.last_heartbeat_error = last_heartbeat_error_;
@@ -201,10 +203,9 @@ class Consumer::Impl : public client::ReaderHost {
     return core_.ReadBudgetMs(shard, client::SteadyNowMsCeil());
   }
 
-  bool MayProcess(int32_t /*shard*/) override {
+  bool MayProcess(int32_t shard) override {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::optional<TimeMs> end = core_.lease_end();
-    return end && client::SteadyNowMsCeil() < *end;
+    return core_.MayProcess(shard, client::SteadyNowMsCeil());
   }
 
   void OnDrained(ShardReader* reader) override {
@@ -228,7 +229,9 @@ class Consumer::Impl : public client::ReaderHost {
     if (event.kind == ConsumerEventKind::kAcquire) {
       std::lock_guard<std::mutex> lock(mu_);
       event.assignment_epoch = core_.Status(SteadyNowMs()).assignment_epoch;
-      if (const std::optional<TimeMs> end = core_.lease_end()) event.lease_end_us = *end * 1000;
+      if (const std::optional<TimeMs> end = core_.LeaseEndOf(event.shard)) {
+        event.lease_end_us = *end * 1000;
+      }
     }
     Emit(event);
   }
@@ -463,6 +466,28 @@ class Consumer::Impl : public client::ReaderHost {
       e.assignment_epoch = core_.Status(now).assignment_epoch;
       Emit(e);
     }
+    EmitTakenLeases(now);
+  }
+
+  // A shard newly taken from us (C8) has its own, final lease from now on: say so once, so
+  // that logs judge its holding by it rather than by the member lease.
+  void EmitTakenLeases(TimeMs now) {
+    std::set<int32_t> taken;
+    for (int32_t s : core_.Status(now).taken) {
+      taken.insert(s);
+      if (reported_taken_.contains(s) || !options_.on_event) continue;
+      const std::optional<TimeMs> end = core_.LeaseEndOf(s);
+      if (!end) continue;
+      ConsumerEvent e;
+      e.kind = ConsumerEventKind::kLease;
+      e.t_us = SteadyNowUs();
+      e.shard = s;
+      e.detail = "taken";
+      e.lease_end_us = *end * 1000;
+      e.assignment_epoch = core_.Status(now).assignment_epoch;
+      Emit(e);
+    }
+    reported_taken_ = std::move(taken);
   }
 
   // One heartbeat (or leave) request. Runs without mu_.
@@ -588,10 +613,11 @@ class Consumer::Impl : public client::ReaderHost {
   std::map<const ShardReader*, int32_t> abandoned_;          // guarded by mu_: retired by `abandon`
   std::vector<Drained> drained_;                             // guarded by mu_
   std::map<int32_t, std::string> routing_;                   // guarded by mu_
-  std::set<int32_t> unrouted_;   // guarded by mu_: READING, waiting for their stream key
-  TimeMs next_routing_ms_ = 0;   // guarded by mu_
-  int routing_failures_ = 0;     // guarded by mu_
-  size_t routing_endpoint_ = 0;  // guarded by mu_
+  std::set<int32_t> reported_taken_;  // guarded by mu_: taken shards whose lease was emitted
+  std::set<int32_t> unrouted_;        // guarded by mu_: READING, waiting for their stream key
+  TimeMs next_routing_ms_ = 0;        // guarded by mu_
+  int routing_failures_ = 0;          // guarded by mu_
+  size_t routing_endpoint_ = 0;       // guarded by mu_
   std::optional<client::SendHeartbeat> to_send_;  // guarded by mu_
   std::optional<ObservedVersion> pending_save_;   // guarded by mu_
   ObservedVersion saved_;                         // guarded by mu_

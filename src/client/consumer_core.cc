@@ -131,6 +131,7 @@ ConsumerActions ConsumerCore::OnHeartbeatResponse(const HeartbeatResponse& resp,
     member_epoch_ = resp.member_epoch;
     if (phase_ == ConsumerPhase::kJoining) phase_ = ConsumerPhase::kMember;
   }
+  NoteTakenShards(resp, lease_end_);
   // C1: the lease runs from the *send* time of the request this answers.
   lease_end_ = sent.sent_ms + resp.assignment_lease_ms;
   last_assigned_ = SortedSet(resp.assigned_shards);
@@ -263,17 +264,33 @@ TimeMs ConsumerCore::NextWakeupMs() const {
   bool holding = false;
   for (const auto& [s, st] : shards_) holding = holding || st != LocalShardState::kRevoked;
   if (lease_end_ && holding) t = std::min(t, *lease_end_);
+  for (const auto& [s, end] : taken_lease_) {
+    auto it = shards_.find(s);
+    if (it != shards_.end() && it->second != LocalShardState::kRevoked && !stopping_.contains(s)) {
+      t = std::min(t, end);
+    }
+  }
   return t;
 }
 
 bool ConsumerCore::MayRead(int32_t shard, TimeMs now) const {
   auto it = shards_.find(shard);
-  return it != shards_.end() && it->second == LocalShardState::kReading && lease_end_ &&
-         now < *lease_end_;
+  return it != shards_.end() && it->second == LocalShardState::kReading && MayProcess(shard, now);
 }
 
 int64_t ConsumerCore::ReadBudgetMs(int32_t shard, TimeMs now) const {
-  return MayRead(shard, now) ? *lease_end_ - now : 0;
+  return MayRead(shard, now) ? *LeaseEndOf(shard) - now : 0;
+}
+
+bool ConsumerCore::MayProcess(int32_t shard, TimeMs now) const {
+  const std::optional<TimeMs> end = LeaseEndOf(shard);
+  return end && now < *end;
+}
+
+std::optional<TimeMs> ConsumerCore::LeaseEndOf(int32_t shard) const {
+  auto it = taken_lease_.find(shard);
+  if (it == taken_lease_.end() || !lease_end_) return lease_end_;
+  return std::min(*lease_end_, it->second);
 }
 
 std::optional<LocalShardState> ConsumerCore::StateOf(int32_t shard) const {
@@ -313,6 +330,7 @@ ConsumerStatus ConsumerCore::Status(TimeMs now) const {
     }
   }
   st.stopping.assign(stopping_.begin(), stopping_.end());
+  for (const auto& [s, end] : taken_lease_) st.taken.push_back(s);
   st.revoking_count = static_cast<int>(st.draining.size() + st.revoked.size());
   st.endpoint = endpoint_;
   st.consecutive_failures = consecutive_failures_;
@@ -331,11 +349,16 @@ void ConsumerCore::Begin(TimeMs now, ConsumerActions& out) {
 }
 
 void ConsumerCore::Finish(TimeMs now, ConsumerActions& out) {
+  // A taken shard's own lease is kept until the shard is gone here (forgotten, work stopped).
+  std::erase_if(taken_lease_, [&](const auto& kv) {
+    return !shards_.contains(kv.first) && !stopping_.contains(kv.first);
+  });
   MaybeSendHeartbeat(now, out);
   CheckInvariants(now);
 }
 
 void ConsumerCore::FailClosedIfLeaseEnded(TimeMs now, ConsumerActions& out) {
+  AbandonTakenShards(now, out);
   if (!lease_end_ || now < *lease_end_) return;
   if (!failed_closed_) {
     failed_closed_ = true;
@@ -360,6 +383,40 @@ void ConsumerCore::FailClosedIfLeaseEnded(TimeMs now, ConsumerActions& out) {
       it->second = LocalShardState::kRevoked;
       report_now_ = true;
       ++it;
+    }
+  }
+}
+
+void ConsumerCore::NoteTakenShards(const HeartbeatResponse& resp,
+                                   std::optional<TimeMs> lease_before) {
+  // C8: every answer that granted a taken shard came before the first one that lists it
+  // taken, so the lease we held before this answer is the last grant on it. Only a shard
+  // we hold has anything to bound.
+  for (int32_t s : resp.taken_shards) {
+    if (taken_lease_.contains(s) || !lease_before) continue;
+    auto it = shards_.find(s);
+    const bool held = (it != shards_.end() && it->second != LocalShardState::kRevoked);
+    if (held || stopping_.contains(s)) taken_lease_[s] = *lease_before;
+  }
+}
+
+void ConsumerCore::AbandonTakenShards(TimeMs now, ConsumerActions& out) {
+  // C8: a taken shard's own lease ended: abandon it as at a member lease end (C4) — no
+  // further handler call, no XACK — and report it REVOKED once its work has stopped. The
+  // member's other shards are not touched.
+  for (const auto& [s, end] : taken_lease_) {
+    if (now < end || stopping_.contains(s)) continue;
+    auto it = shards_.find(s);
+    if (it == shards_.end() || it->second == LocalShardState::kRevoked) continue;
+    out.abandon.push_back(s);
+    stopping_.insert(s);
+    ++counters_.shards_abandoned;
+    ++counters_.shards_taken;
+    if (it->second == LocalShardState::kReading) {
+      shards_.erase(it);
+    } else {
+      it->second = LocalShardState::kRevoked;
+      report_now_ = true;
     }
   }
 }
@@ -396,6 +453,7 @@ HeartbeatRequest ConsumerCore::BuildRequest() const {
   req.assignment_epoch = assignment_epoch_;
   req.metadata_version = observed_version_;  // C5: highest observed (or synced) pair
   req.lineage = observed_lineage_;
+  req.features = {kFeatureShardLease};
   std::map<int32_t, RevokeState> revoking;
   for (const auto& [s, st] : shards_) {
     switch (st) {
@@ -419,10 +477,13 @@ HeartbeatRequest ConsumerCore::BuildRequest() const {
 void ConsumerCore::ApplyShards(const HeartbeatResponse& resp, bool may_start,
                                ConsumerActions& out) {
   const std::vector<int32_t> revoke = SortedSet(resp.revoke_shards);
+  const std::vector<int32_t> taken = SortedSet(resp.taken_shards);
   // C1/C3/M4: a shard we read that is revoked or no longer assigned stops new reads now;
-  // in-flight work settles before it is reported REVOKED. Whatever the status says.
+  // in-flight work settles before it is reported REVOKED. Whatever the status says. So
+  // does a shard taken from us (C8).
   for (auto& [s, st] : shards_) {
-    if (st == LocalShardState::kReading && (Contains(revoke, s) || !AssignedInLast(s))) {
+    if (st == LocalShardState::kReading &&
+        (Contains(revoke, s) || !AssignedInLast(s) || Contains(taken, s))) {
       st = LocalShardState::kDraining;
       out.stop.push_back(s);
     }
@@ -440,8 +501,11 @@ void ConsumerCore::ApplyShards(const HeartbeatResponse& resp, bool may_start,
   // (its old work has to settle first); once REVOKED and unlisted it starts on a later OK.
   if (!may_start) return;
   for (int32_t s : last_assigned_) {
-    if (shards_.contains(s) || Contains(revoke, s) || stopping_.contains(s)) continue;
+    if (shards_.contains(s) || Contains(revoke, s) || stopping_.contains(s) || Contains(taken, s)) {
+      continue;
+    }
     shards_[s] = LocalShardState::kReading;
+    taken_lease_.erase(s);  // a take applied to the holding that ended; this one is fresh
     ++counters_.shards_started;
     out.start.push_back(s);  // fresh start: takeover first (C7)
   }
@@ -536,6 +600,7 @@ void ConsumerCore::CheckInvariants(TimeMs now) const {
     // C1: assigned by the latest successful answer and inside its lease.
     RSC_CHECK(AssignedInLast(s));
     RSC_CHECK(lease_end_.has_value() && now < *lease_end_);
+    RSC_CHECK(MayProcess(s, now));  // a taken shard is never READING past its own lease
     // Only a member reads: not while joining, leaving (no read after the leave), or left.
     RSC_CHECK(phase_ == ConsumerPhase::kMember);
     RSC_CHECK(!leave_started_);

@@ -27,6 +27,7 @@
 //                                                          finish in-flight work, XACK)
 //   DRAINING ──OnShardDrained──▶ REVOKED                  (reported until unlisted, C3)
 //   DRAINING ──lease end / fenced──▶ abandon ──▶ REVOKED (lease end) or absent (fenced)
+//   DRAINING ──its own lease end (taken, C8)──▶ abandon ──▶ REVOKED
 //   READING ──lease end (C4) / fenced / unknown──▶ abandon ──▶ absent
 // An abandoned shard is also STOPPING until the runtime confirms, with OnShardDrained, that
 // the abandoned work has really stopped (its last command came back, its last handler call
@@ -87,6 +88,13 @@
 // * C5: the observed (version, lineage) is raised by any 200 with a version ≥ ours and
 //   replaced, even by a lower one, on SYNC_METADATA (M4). Each change is emitted as a
 //   `version_changed` action, the hook a VersionStore (include/rsc/) hangs off.
+// * C8 (feature "shard-lease", sent on every heartbeat): a shard an answer lists in
+//   takenShards was taken from us (we kept it draining past rebalanceTimeoutMs). From the
+//   first such answer on, the shard has its own lease: the member lease as it was BEFORE
+//   that answer (the last grant on it came from an earlier answer), never renewed again
+//   while we hold it, whatever later answers list. At its end the shard is abandoned like
+//   at a member lease end (no further handler call, no XACK), the rest of the member goes
+//   on. A READING shard listed there is stopped, and a listed shard is never started.
 // * `start` carries no stream key: the runtime maps shard → stream from routing
 //   (docs/protocol.md C7 — never computed), so this core needs no routing state.
 //
@@ -200,6 +208,7 @@ struct ConsumerCounters {
   int64_t shards_started = 0;
   int64_t shards_drained = 0;
   int64_t shards_abandoned = 0;
+  int64_t shards_taken = 0;    // abandoned at their own lease end after a take (C8)
   int64_t stray_outcomes = 0;  // responses/errors/drains the core had no use for
 };
 
@@ -214,6 +223,7 @@ struct ConsumerStatus {
   bool failed_closed = false;      // the lease ended without renewal (until the next 200)
   std::vector<int32_t> reading, draining, revoked;
   std::vector<int32_t> stopping;  // abandoned; the runtime has not reported the work stopped
+  std::vector<int32_t> taken;     // taken from us (C8): held under their own, final lease
   int revoking_count = 0;         // draining + revoked
   int endpoint = 0;
   int consecutive_failures = 0;
@@ -249,6 +259,12 @@ class ConsumerCore {
   bool MayRead(int32_t shard, TimeMs now) const;
   // How long a read issued at `now` may block (0: must not read).
   int64_t ReadBudgetMs(int32_t shard, TimeMs now) const;
+  // Whether work already read on `shard` may still be handled and XACKed at `now`: its
+  // lease (the member lease, or a taken shard's own, C8) has not ended.
+  bool MayProcess(int32_t shard, TimeMs now) const;
+  // The lease end that bounds work on `shard`: the member lease, or for a shard taken from
+  // us the earlier of that and its own (C8). nullopt without a lease.
+  std::optional<TimeMs> LeaseEndOf(int32_t shard) const;
   std::optional<LocalShardState> StateOf(int32_t shard) const;
   std::vector<int32_t> ReadingShards() const;
   ConsumerPhase phase() const { return phase_; }
@@ -278,6 +294,8 @@ class ConsumerCore {
   void Finish(TimeMs now, ConsumerActions& out);
 
   void FailClosedIfLeaseEnded(TimeMs now, ConsumerActions& out);
+  void AbandonTakenShards(TimeMs now, ConsumerActions& out);
+  void NoteTakenShards(const HeartbeatResponse& resp, std::optional<TimeMs> lease_before);
   void MaybeSendHeartbeat(TimeMs now, ConsumerActions& out);
   HeartbeatRequest BuildRequest() const;
   void ApplyShards(const HeartbeatResponse& resp, bool may_start, ConsumerActions& out);
@@ -304,6 +322,9 @@ class ConsumerCore {
   std::set<int32_t> stopping_;
   std::vector<int32_t> last_assigned_;  // sorted; of the latest successful response
   std::optional<TimeMs> lease_end_;     // send time of that response + assignmentLeaseMs
+  // C8: shards taken from us → their own lease end (fixed at the first takenShards answer).
+  // Kept until the shard is gone locally (forgotten and its work stopped).
+  std::map<int32_t, TimeMs> taken_lease_;
   bool failed_closed_ = false;
 
   std::optional<InFlight> in_flight_;

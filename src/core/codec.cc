@@ -33,19 +33,23 @@ bj::value AggregateToJson(const GroupMetadata& m) {
   }
   bj::array shards;
   for (const ShardState& s : m.shards) {
-    shards.push_back(bj::object{{"owner", s.owner},
-                                {"target", s.target},
-                                {"revokeSinceMs", s.revoke_since_ms},
-                                {"revokeVersion", s.revoke_version}});
+    bj::object o{{"owner", s.owner},
+                 {"target", s.target},
+                 {"revokeSinceMs", s.revoke_since_ms},
+                 {"revokeVersion", s.revoke_version}};
+    if (s.taken_ms != 0) {  // absent when not taken (records stay as they were)
+      o["takenMs"] = s.taken_ms;
+      o["releaseAtMs"] = s.release_at_ms;
+    }
+    shards.push_back(std::move(o));
   }
   bj::array members;
   for (const Member& mm : m.members) {
-    members.push_back(bj::object{{"id", mm.id.str()},
-                                 {"instanceId", mm.instance_id},
-                                 {"epoch", mm.epoch.value()},
-                                 {"joinedMs", mm.joined_ms},
-                                 {"leaving", mm.leaving},
-                                 {"fenced", mm.fenced}});
+    bj::object o{{"id", mm.id.str()},         {"instanceId", mm.instance_id},
+                 {"epoch", mm.epoch.value()}, {"joinedMs", mm.joined_ms},
+                 {"leaving", mm.leaving},     {"fenced", mm.fenced}};
+    if (mm.shard_lease) o["shardLease"] = true;
+    members.push_back(std::move(o));
   }
   bj::array tombstones;
   for (const Tombstone& t : m.tombstones) {
@@ -160,6 +164,9 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
     RSC_ASSIGN_OR_RETURN(s.revoke_since_ms, sr.Int("revokeSinceMs", 0, kMaxInt));
     // Absent in records written before it existed: 0 = any REVOKED report applies, as then.
     RSC_ASSIGN_OR_RETURN(s.revoke_version, sr.IntOr("revokeVersion", 0, kMaxInt, 0));
+    // Absent in records from before stuck shards were taken: not taken.
+    RSC_ASSIGN_OR_RETURN(s.taken_ms, sr.IntOr("takenMs", 0, kMaxInt, 0));
+    RSC_ASSIGN_OR_RETURN(s.release_at_ms, sr.IntOr("releaseAtMs", 0, kMaxInt, 0));
     m.shards.push_back(std::move(s));
   }
   RSC_ASSIGN_OR_RETURN(const bj::array* members, r.Arr("members"));
@@ -176,6 +183,7 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
     RSC_ASSIGN_OR_RETURN(mm.joined_ms, mr.Int("joinedMs", 0, kMaxInt));
     RSC_ASSIGN_OR_RETURN(mm.leaving, mr.BoolOr("leaving", false));
     RSC_ASSIGN_OR_RETURN(mm.fenced, mr.BoolOr("fenced", false));
+    RSC_ASSIGN_OR_RETURN(mm.shard_lease, mr.BoolOr("shardLease", false));
     m.members.push_back(std::move(mm));
   }
   RSC_ASSIGN_OR_RETURN(const bj::array* tombs, r.Arr("tombstones"));

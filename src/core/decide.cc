@@ -25,6 +25,8 @@ std::string_view EventKindName(EventKind k) {
       return "member_expired";
     case EventKind::kMemberFenced:
       return "member_fenced";
+    case EventKind::kShardTaken:
+      return "shard_taken";
     case EventKind::kVersionRegression:
       return "version_regression";
     case EventKind::kLineageDivergence:
@@ -108,6 +110,11 @@ struct Work {
   }
 };
 
+bool DeclaresShardLease(const HeartbeatRequest& req) {
+  return std::find(req.features.begin(), req.features.end(), kFeatureShardLease) !=
+         req.features.end();
+}
+
 bool IsBlocked(const GroupMetadata& m, int32_t shard) {
   if (!m.round) return false;
   for (const Blocker& b : m.round->blockers) {
@@ -136,6 +143,8 @@ void RemoveMember(Work& w, const MemberId& id, Gone how) {
     ShardState& sh = m.shards[static_cast<size_t>(s)];
     if (sh.owner == id.str()) {
       sh.owner.clear();
+      sh.taken_ms = 0;
+      sh.release_at_ms = 0;
       w.Emit(EventKind::kShardReleased, id.str(), s, "member removed");
     }
     if (sh.target == id.str()) sh.target.clear();
@@ -179,6 +188,10 @@ void Settle(Work& w) {
   }
   for (int32_t s = 0; s < m.shard_count; ++s) {
     ShardState& sh = m.shards[static_cast<size_t>(s)];
+    if (sh.owner.empty()) {  // a take ends with the ownership it was about (C8)
+      sh.taken_ms = 0;
+      sh.release_at_ms = 0;
+    }
     // K1: a free shard goes to its target; nothing else ever moves ownership forward.
     if (sh.owner.empty() && !sh.target.empty() && !IsBlocked(m, s)) {
       sh.owner = sh.target;
@@ -237,19 +250,43 @@ void ApplyTime(Work& w, const Liveness& live) {
     RemoveMember(w, id, mem && mem->fenced ? Gone::kFenced : Gone::kExpired);
     w.Emit(EventKind::kMemberExpired, id.str());
   }
-  // Rebalance timeout: the owner is fenced (its heartbeats are refused from now on, so its
-  // liveness deadline is no longer renewed) and its shards are released when it expires,
-  // by the loop above. Not at once: every DRAIN answer renewed the member's assignment
-  // lease (C1, from the heartbeat's send time), so work it still runs on a draining shard
-  // may legitimately go on until that lease ends — and K2 puts that before the liveness
-  // deadline. Releasing at the fence would let the new owner's reads overlap it (found by
-  // tests/client's hanging-handler test; docs/protocol.md "Deviations").
   for (int32_t s = 0; s < m.shard_count; ++s) {
-    const ShardState& sh = m.shards[static_cast<size_t>(s)];
+    ShardState& sh = m.shards[static_cast<size_t>(s)];
+    // C8: a taken shard is released once every grant on it has ended; Settle hands it on.
+    if (sh.taken_ms != 0 && sh.release_at_ms <= w.now) {
+      w.Emit(EventKind::kShardReleased, sh.owner, s, "taken shard released");
+      sh.owner.clear();
+      sh.taken_ms = 0;
+      sh.release_at_ms = 0;
+      continue;
+    }
     if (sh.owner.empty() || sh.owner == sh.target || sh.revoke_since_ms == 0) continue;
     if (sh.revoke_since_ms + m.config.rebalance_timeout_ms > w.now) continue;
     Member* owner = m.FindMember(MemberId(sh.owner));
     RSC_CHECK(owner != nullptr);
+    if (owner->shard_lease) {
+      // Rebalance timeout, v2 (SPEC §4.4 per shard, docs/design/stuck-shards.md): the shard
+      // alone is taken. Every answer that granted it was decided before this write (the
+      // CAS orders them) and counted its lease from an earlier send time, so the last grant
+      // ends before takenMs + the assignment lease it was granted under + the K2 skew
+      // margin. memberLeaseMs bounds that as it bounds expiry: it is at least
+      // assignmentLeaseMs + 1000, and DecidePatch keeps it at least the previous config's
+      // assignmentLeaseMs + 1000, so a lease granted before a PATCH is covered too.
+      if (sh.taken_ms == 0) {
+        sh.taken_ms = w.now;
+        sh.release_at_ms = w.now + m.config.member_lease_ms;
+        w.Emit(EventKind::kShardTaken, sh.owner, s,
+               fmt::format("draining past rebalanceTimeoutMs; released at {}", sh.release_at_ms));
+      }
+      continue;
+    }
+    // v1 (a client without `shard-lease`): the owner is fenced (its heartbeats are refused
+    // from now on, so its liveness deadline is no longer renewed) and its shards are
+    // released when it expires, by the loop above. Not at once: every DRAIN answer renewed
+    // the member's assignment lease (C1, from the heartbeat's send time), so work it still
+    // runs on a draining shard may legitimately go on until that lease ends — and K2 puts
+    // that before the liveness deadline. Releasing at the fence would let the new owner's
+    // reads overlap it (found by tests/client's hanging-handler test).
     FenceMember(w, *owner, fmt::format("shard {} draining past rebalanceTimeoutMs", s));
   }
   if (m.round) {
@@ -413,6 +450,10 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   std::sort(r.revoke_shards.begin(), r.revoke_shards.end());
   r.revoke_shards.erase(std::unique(r.revoke_shards.begin(), r.revoke_shards.end()),
                         r.revoke_shards.end());
+  for (int32_t s = 0; s < m.shard_count; ++s) {
+    const ShardState& st = m.shards[static_cast<size_t>(s)];
+    if (st.taken_ms != 0 && st.owner == mem.id.str()) r.taken_shards.push_back(s);
+  }
   r.heartbeat_interval_ms = m.config.heartbeat_interval_ms;
   r.assignment_lease_ms = m.config.assignment_lease_ms;
   if (sync) {
@@ -535,6 +576,8 @@ void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<Revoking
       sh.owner.clear();
       sh.revoke_since_ms = 0;
       sh.revoke_version = 0;
+      sh.taken_ms = 0;
+      sh.release_at_ms = 0;
       applied = true;
       w.Emit(EventKind::kShardReleased, id.str(), r.shard, "REVOKED");
     }
@@ -621,7 +664,9 @@ bool IsSteadyHeartbeat(const GroupMetadata& m, const Liveness& live, const Heart
     if (sh.revoke_since_ms != 0 && sh.revoke_since_ms + m.config.rebalance_timeout_ms <= now) {
       return false;
     }
+    if (sh.taken_ms != 0 && sh.release_at_ms <= now) return false;  // a release is due
   }
+  if (mem->shard_lease != DeclaresShardLease(req)) return false;  // the record changes
   const std::string& me = req.member_id.str();
   for (const RevokingReport& r : req.revoking_shards) {
     if (r.shard < 0 || r.shard >= m.shard_count) continue;
@@ -839,6 +884,7 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
 
   // ── a live member's heartbeat (or join) ──
   w.liveness.set.emplace_back(req.member_id.str(), deadline);
+  if (Member* me = m.FindMember(req.member_id)) me->shard_lease = DeclaresShardLease(req);
   ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, untrusted);
   plan.request = &req;
   if (regression) StartRoundIfNeeded(w);
@@ -1095,6 +1141,10 @@ GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Li
   v.correction_round = m.round;
   for (int32_t s = 0; s < m.shard_count; ++s) {
     v.shards.push_back(RoutingShard{s, ShardStreamKey(m.key.stream, s)});
+    const ShardState& sh = m.shards[static_cast<size_t>(s)];
+    if (sh.taken_ms != 0) {
+      v.taken_shards.push_back(TakenShardView{s, sh.owner, sh.taken_ms, sh.release_at_ms});
+    }
   }
   return v;
 }

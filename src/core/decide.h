@@ -75,6 +75,8 @@ enum class EventKind {
   kMemberLeft,
   kMemberExpired,
   kMemberFenced,
+  // A stuck shard was taken from its owner (C8): detail names the release time.
+  kShardTaken,
   kVersionRegression,  // client version > stored (M2, M9)
   kLineageDivergence,  // same/windowed version, other lineage token (M8)
   // A client version ahead or diverged whose token this group never issued: answered with

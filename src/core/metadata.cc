@@ -47,6 +47,8 @@ Status CheckBounds(const GroupMetadata& m) {
   for (size_t i = 0; i < m.shards.size(); ++i) {
     RSC_RETURN_IF_ERROR(
         time(fmt::format("shards[{}].revokeSinceMs", i), m.shards[i].revoke_since_ms));
+    RSC_RETURN_IF_ERROR(time(fmt::format("shards[{}].takenMs", i), m.shards[i].taken_ms));
+    RSC_RETURN_IF_ERROR(time(fmt::format("shards[{}].releaseAtMs", i), m.shards[i].release_at_ms));
   }
   for (size_t i = 0; i < m.members.size(); ++i) {
     RSC_RETURN_IF_ERROR(
@@ -184,6 +186,13 @@ Status CheckInvariants(const GroupMetadata& m) {
     const bool revoking = !sh.owner.empty() && sh.owner != sh.target;
     if (revoking != (sh.revoke_since_ms != 0)) {
       return bad(fmt::format("shard {} revokeSinceMs inconsistent with owner/target", s));
+    }
+    if ((sh.taken_ms == 0) != (sh.release_at_ms == 0) ||
+        (sh.taken_ms != 0 && (sh.owner.empty() || sh.release_at_ms <= sh.taken_ms))) {
+      return bad(
+          fmt::format("shard {} takenMs/releaseAtMs inconsistent (taken {}, release {}, "
+                      "owner '{}')",
+                      s, sh.taken_ms, sh.release_at_ms, sh.owner));
     }
     if ((!revoking && sh.revoke_version != 0) || sh.revoke_version > m.version.value()) {
       return bad(

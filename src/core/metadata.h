@@ -67,6 +67,14 @@ struct ShardState {
   // it answered an older one, e.g. a request a paused coordinator serves late — and the
   // owner may be reading the shard again since (simulator seed 458260817779326665).
   int64_t revoke_version = 0;
+  // A stuck shard taken from its owner (SPEC §4.4 v2 per shard, docs/design/stuck-shards.md):
+  // it drained past rebalanceTimeoutMs and its owner declared `shard-lease`. From the take
+  // (taken_ms) no answer renews anyone's grant on it (it is listed in the owner's
+  // takenShards); its owner is cleared at the first decision at or after release_at_ms
+  // (taken_ms + assignmentLeaseMs + the K2 margin), or earlier on REVOKED, expiry or leave.
+  // Both 0 when not taken.
+  TimeMs taken_ms = 0;
+  TimeMs release_at_ms = 0;
   bool operator==(const ShardState&) const = default;
 };
 
@@ -77,6 +85,10 @@ struct Member {
   TimeMs joined_ms = 0;
   bool leaving = false;  // asked to leave; gets no targets, removed once it owns nothing
   bool fenced = false;   // heartbeats refused with FENCED_MEMBER_EPOCH until it rejoins
+  // Its latest accepted heartbeat declared the feature `shard-lease` (docs/protocol.md C8):
+  // a shard it keeps draining past rebalanceTimeoutMs is taken from it alone; without the
+  // feature the member is fenced (v1).
+  bool shard_lease = false;
   bool operator==(const Member&) const = default;
 };
 

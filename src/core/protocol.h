@@ -20,6 +20,10 @@ struct RevokingReport {
 };
 
 // memberEpoch: 0 = join, -1 = leave, otherwise the epoch the member holds.
+// The client feature of per-shard leases for draining shards (docs/protocol.md C8): a shard
+// it keeps draining past rebalanceTimeoutMs is taken from it alone, not the whole member.
+inline constexpr const char* kFeatureShardLease = "shard-lease";
+
 struct HeartbeatRequest {
   MemberId member_id;
   int64_t member_epoch = 0;
@@ -32,6 +36,9 @@ struct HeartbeatRequest {
   // For a leave (member_epoch -1) sent to /leave: the epoch the member says it holds, so
   // a zombie's leave is fenced like its heartbeats (K5). 0 = not given, not checked.
   int64_t leave_epoch = 0;
+  // Protocol features the client implements (docs/protocol.md §3.1): "shard-lease" (C8).
+  // Unknown names are ignored; sorted and unique after parsing.
+  std::vector<std::string> features;
   bool operator==(const HeartbeatRequest&) const = default;
 };
 
@@ -48,6 +55,9 @@ struct HeartbeatResponse {
   std::vector<int32_t> assigned_shards;
   std::vector<int32_t> pending_shards;
   std::vector<int32_t> revoke_shards;
+  // Shards taken from this member (stuck past rebalanceTimeoutMs, C8): this answer renews
+  // no grant on them, whatever other list also names them. Omitted from the JSON when empty.
+  std::vector<int32_t> taken_shards;
   int64_t heartbeat_interval_ms = 0;
   int64_t assignment_lease_ms = 0;
   bool operator==(const HeartbeatResponse&) const = default;
@@ -99,6 +109,15 @@ struct MemberView {
 };
 
 // GET /v1/groups/{P}/{G}. `revision` is the store revision (for expectedRevision).
+// A shard taken from its owner (C8), as the group view shows it.
+struct TakenShardView {
+  int32_t shard = 0;
+  std::string member;
+  int64_t taken_ms = 0;
+  int64_t release_at_ms = 0;
+  bool operator==(const TakenShardView&) const = default;
+};
+
 struct GroupView {
   std::string stream;
   std::string group;
@@ -111,6 +130,7 @@ struct GroupView {
   std::vector<MemberView> members;
   std::optional<CorrectionRound> correction_round;
   std::vector<RoutingShard> shards;
+  std::vector<TakenShardView> taken_shards;  // "takenShards", omitted when empty
 };
 
 // Name rules of SPEC R2.4, and no name made only of dots: names are URL path segments, and

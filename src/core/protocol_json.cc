@@ -247,6 +247,15 @@ constexpr std::string_view kIdSyntax = "[A-Za-z0-9._:-]{1,128}";
 constexpr std::string_view kLineageSyntax = "a string of at most 64 bytes";
 
 bool ValidLineage(std::string_view s) { return s.size() <= kMaxLineageLength; }
+
+// Feature names: short lowercase words joined by '-' ("shard-lease", "layout-v2").
+constexpr size_t kMaxFeatures = 16;
+constexpr std::string_view kFeatureSyntax = "[a-z0-9-]{1,32}";
+bool ValidFeature(std::string_view s) {
+  return !s.empty() && s.size() <= 32 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
 bool ValidInstanceId(std::string_view s) { return s.empty() || IsValidMemberId(s); }
 
 void ReadHeartbeatFields(Reader& r, const json::object& o, HeartbeatRequest& req, int64_t* epoch) {
@@ -300,6 +309,17 @@ void ReadHeartbeatFields(Reader& r, const json::object& o, HeartbeatRequest& req
     seen.set(rep.shard);
     req.revoking_shards.push_back(rep);
   }
+  const json::array* features = r.Array(o, "features", "", false, kMaxFeatures);
+  for (size_t i = 0; features != nullptr && i < features->size() && r.ok(); ++i) {
+    const json::value& f = (*features)[i];
+    if (!f.is_string() || !ValidFeature(f.get_string())) {
+      r.Fail(Index("features", i), fmt::format("must match {}", kFeatureSyntax));
+      return;
+    }
+    req.features.emplace_back(f.get_string());
+  }
+  std::sort(req.features.begin(), req.features.end());
+  req.features.erase(std::unique(req.features.begin(), req.features.end()), req.features.end());
   std::sort(req.owned_shards.begin(), req.owned_shards.end());
   std::sort(req.revoking_shards.begin(), req.revoking_shards.end(),
             [](const RevokingReport& a, const RevokingReport& b) { return a.shard < b.shard; });
@@ -327,6 +347,11 @@ json::object HeartbeatRequestObject(const HeartbeatRequest& req, int64_t epoch) 
         {"shard", r.shard}, {"state", r.state == RevokeState::kDraining ? "DRAINING" : "REVOKED"}});
   }
   o["revokingShards"] = std::move(rev);
+  if (!req.features.empty()) {
+    json::array f;
+    for (const std::string& name : req.features) f.emplace_back(name);
+    o["features"] = std::move(f);
+  }
   return o;
 }
 
@@ -648,17 +673,19 @@ Result<PatchGroupRequest> ResolvePatch(const PatchGroupBody& body, const GroupCo
 // ── Responses ────────────────────────────────────────────────────────────────────
 
 std::string SerializeHeartbeatResponse(const HeartbeatResponse& resp) {
-  return Serialize(json::object{{"status", HeartbeatStatusName(resp.status)},
-                                {"memberId", resp.member_id.str()},
-                                {"memberEpoch", resp.member_epoch},
-                                {"assignmentEpoch", resp.assignment_epoch},
-                                {"metadataVersion", resp.metadata_version},
-                                {"lineage", resp.lineage},
-                                {"assignedShards", ShardArray(resp.assigned_shards)},
-                                {"pendingShards", ShardArray(resp.pending_shards)},
-                                {"revokeShards", ShardArray(resp.revoke_shards)},
-                                {"heartbeatIntervalMs", resp.heartbeat_interval_ms},
-                                {"assignmentLeaseMs", resp.assignment_lease_ms}});
+  json::object o{{"status", HeartbeatStatusName(resp.status)},
+                 {"memberId", resp.member_id.str()},
+                 {"memberEpoch", resp.member_epoch},
+                 {"assignmentEpoch", resp.assignment_epoch},
+                 {"metadataVersion", resp.metadata_version},
+                 {"lineage", resp.lineage},
+                 {"assignedShards", ShardArray(resp.assigned_shards)},
+                 {"pendingShards", ShardArray(resp.pending_shards)},
+                 {"revokeShards", ShardArray(resp.revoke_shards)},
+                 {"heartbeatIntervalMs", resp.heartbeat_interval_ms},
+                 {"assignmentLeaseMs", resp.assignment_lease_ms}};
+  if (!resp.taken_shards.empty()) o["takenShards"] = ShardArray(resp.taken_shards);
+  return Serialize(o);
 }
 
 Result<HeartbeatResponse> ParseHeartbeatResponse(std::string_view body) {
@@ -687,6 +714,7 @@ Result<HeartbeatResponse> ParseHeartbeatResponse(std::string_view body) {
     resp.assigned_shards = ReadShardList(r, o, "assignedShards", "");
     resp.pending_shards = ReadShardList(r, o, "pendingShards", "");
     resp.revoke_shards = ReadShardList(r, o, "revokeShards", "");
+    if (o.contains("takenShards")) resp.taken_shards = ReadShardList(r, o, "takenShards", "");
     resp.heartbeat_interval_ms =
         r.Int(o, "heartbeatIntervalMs", "", 0, kInt64Max, true).value_or(0);
     resp.assignment_lease_ms = r.Int(o, "assignmentLeaseMs", "", 0, kInt64Max, true).value_or(0);
@@ -731,17 +759,28 @@ std::string SerializeGroupView(const GroupView& view) {
   json::array members;
   members.reserve(view.members.size());
   for (const MemberView& m : view.members) members.push_back(MemberObject(m));
-  return Serialize(json::object{{"stream", view.stream},
-                                {"group", view.group},
-                                {"revision", view.revision},
-                                {"metadataVersion", view.metadata_version},
-                                {"lineage", view.lineage},
-                                {"assignmentEpoch", view.assignment_epoch},
-                                {"shardCount", view.shard_count},
-                                {"config", ConfigObject(view.config)},
-                                {"members", std::move(members)},
-                                {"correctionRound", RoundObject(view.correction_round)},
-                                {"shards", RoutingShards(view.shards)}});
+  json::object o{{"stream", view.stream},
+                 {"group", view.group},
+                 {"revision", view.revision},
+                 {"metadataVersion", view.metadata_version},
+                 {"lineage", view.lineage},
+                 {"assignmentEpoch", view.assignment_epoch},
+                 {"shardCount", view.shard_count},
+                 {"config", ConfigObject(view.config)},
+                 {"members", std::move(members)},
+                 {"correctionRound", RoundObject(view.correction_round)},
+                 {"shards", RoutingShards(view.shards)}};
+  if (!view.taken_shards.empty()) {
+    json::array taken;
+    for (const TakenShardView& t : view.taken_shards) {
+      taken.push_back(json::object{{"shard", t.shard},
+                                   {"member", t.member},
+                                   {"takenMs", t.taken_ms},
+                                   {"releaseAtMs", t.release_at_ms}});
+    }
+    o["takenShards"] = std::move(taken);
+  }
+  return Serialize(o);
 }
 
 Result<GroupView> ParseGroupView(std::string_view body) {
@@ -767,6 +806,19 @@ Result<GroupView> ParseGroupView(std::string_view body) {
     }
     v.correction_round = ReadRound(r, o);
     v.shards = ReadRoutingShards(r, o);
+    const json::array* taken = r.Array(o, "takenShards", "", false, kMaxReportedShards);
+    for (size_t i = 0; taken != nullptr && i < taken->size() && r.ok(); ++i) {
+      const std::string path = Index("takenShards", i);
+      const json::object* t = r.Object((*taken)[i], path);
+      if (t == nullptr) break;
+      TakenShardView tv;
+      tv.shard =
+          static_cast<int32_t>(r.Int(*t, "shard", path, 0, kMaxShardCount - 1, true).value_or(0));
+      tv.member = r.AnyString(*t, "member", path, true).value_or("");
+      tv.taken_ms = r.Int(*t, "takenMs", path, 0, kInt64Max, true).value_or(0);
+      tv.release_at_ms = r.Int(*t, "releaseAtMs", path, 0, kInt64Max, true).value_or(0);
+      v.taken_shards.push_back(std::move(tv));
+    }
     if (!r.ok()) return r.error();
     return v;
   });

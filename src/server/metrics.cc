@@ -120,6 +120,10 @@ struct Metrics::Impl {
   Family<Counter>& fenced_family =
       CounterFamily(registry, "rsc_members_fenced_total", "Members fenced");
   Counter& fenced = fenced_family.Add({});
+  Family<Counter>& taken_family = CounterFamily(
+      registry, "rsc_shards_taken_total",
+      "Stuck shards taken from their owner at the rebalance timeout (the member keeps the rest)");
+  Counter& taken = taken_family.Add({});
   Family<Counter>& ticks_family = CounterFamily(registry, "rsc_ticks_total", "Tick passes run");
   Counter& ticks = ticks_family.Add({});
 };
@@ -190,6 +194,7 @@ void Metrics::OnScriptReload() { impl_->script_reloads.Increment(); }
 void Metrics::OnLockTimeout() { impl_->lock_timeouts.Increment(); }
 void Metrics::OnMembersExpired(int64_t n) { impl_->expired.Increment(static_cast<double>(n)); }
 void Metrics::OnMembersFenced(int64_t n) { impl_->fenced.Increment(static_cast<double>(n)); }
+void Metrics::OnShardTaken() { impl_->taken.Increment(); }
 void Metrics::OnTick() { impl_->ticks.Increment(); }
 
 std::string Metrics::Serialize() const {

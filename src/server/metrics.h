@@ -51,7 +51,10 @@
 //   rsc_script_reloads_total                    NOSCRIPT recoveries (L5)
 //   rsc_lock_timeouts_total                     group mutex acquisitions that timed out
 //   rsc_members_expired_total                   members removed by lease expiry
-//   rsc_members_fenced_total                    members fenced (rebalance timeout, admin)
+//   rsc_members_fenced_total                    members fenced (rebalance timeout of a
+//                                               client without `shard-lease`, admin)
+//   rsc_shards_taken_total                      stuck shards taken from their owner at the
+//                                               rebalance timeout (C8)
 //   rsc_ticks_total                             tick passes run
 //
 // Thread safety: every method may be called concurrently from any thread.
@@ -105,6 +108,7 @@ class Metrics {
   void OnLockTimeout();
   void OnMembersExpired(int64_t n = 1);
   void OnMembersFenced(int64_t n = 1);
+  void OnShardTaken();
   void OnTick();
 
   // Prometheus text exposition format (version 0.0.4).

@@ -35,12 +35,16 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
       case EventKind::kMemberFenced:
         metrics_.OnMembersFenced();
         break;
+      case EventKind::kShardTaken:
+        metrics_.OnShardTaken();
+        break;
       default:
         break;
     }
-    const bool notable = e.kind != EventKind::kShardAssigned &&
-                         e.kind != EventKind::kShardReleased &&
-                         e.kind != EventKind::kStaleRevokeIgnored;
+    // Routine ownership moves are debug; a taken shard's release (C8) is worth a line.
+    const bool notable =
+        e.kind != EventKind::kShardAssigned && e.kind != EventKind::kStaleRevokeIgnored &&
+        (e.kind != EventKind::kShardReleased || e.detail == "taken shard released");
     if (notable) {
       spdlog::info("event={} group={} member={} shard={} detail=\"{}\"", EventKindName(e.kind),
                    key.Tag(), e.member, e.shard, e.detail);

@@ -33,6 +33,7 @@ struct Resp {
   V assigned;
   V revoke;
   V pending;
+  V taken;
   int64_t epoch = 1;
   int64_t version = 5;
   std::string lineage = "L5";
@@ -50,6 +51,7 @@ struct Resp {
     r.assigned_shards = assigned;
     r.pending_shards = pending;
     r.revoke_shards = revoke;
+    r.taken_shards = taken;
     r.heartbeat_interval_ms = interval_ms;
     r.assignment_lease_ms = lease_ms;
     return r;
@@ -463,6 +465,63 @@ TEST(ConsumerCore, C4_DrainingShardIsAbandonedAtLeaseEndAndReportedRevoked) {
   EXPECT_EQ(Revoking(d.NextRequest()).at(1), RevokeState::kRevoked);
   auto late = d.Drained(1);  // a runtime duplicate: ignored
   EXPECT_TRUE(late.abandon.empty() && late.stop.empty() && late.start.empty());
+}
+
+// ── C8: a shard taken from us has its own, final lease ───────────────────────────
+
+TEST(ConsumerCore, C8_EveryHeartbeatDeclaresShardLease) {
+  Driver d;
+  d.Start();
+  EXPECT_EQ(d.InFlight().features, std::vector<std::string>{kFeatureShardLease});
+}
+
+TEST(ConsumerCore, C8_TakenShardKeepsTheLeaseItHadAndIsAbandonedAloneAtItsEnd) {
+  Driver d;
+  d.confirm_abandons = false;
+  d.Join({0, 1});
+  d.NextRequest();
+  d.Respond({.status = S::kDrain, .assigned = {0}, .revoke = {1}});  // 1 drains (stuck)
+  const TimeMs own_end = d.core.lease_end().value();
+  d.NextRequest();
+  d.Respond({.status = S::kDrain, .assigned = {0}, .revoke = {1}, .taken = {1}});
+  EXPECT_GT(d.core.lease_end().value(), own_end) << "the member lease is renewed";
+  EXPECT_EQ(d.core.LeaseEndOf(1), own_end) << "shard 1 keeps the lease it had";
+  EXPECT_EQ(d.core.LeaseEndOf(0), d.core.lease_end());
+  EXPECT_EQ(d.core.Status(d.now).taken, V({1}));
+  // Later answers, even one that forgets the take (a rollback), renew nothing on it.
+  d.NextRequest();
+  d.Respond({.status = S::kDrain, .assigned = {0}, .revoke = {1}});
+  EXPECT_EQ(d.core.LeaseEndOf(1), own_end);
+  ASSERT_LT(d.now, own_end);
+  EXPECT_TRUE(d.core.MayProcess(1, own_end - 1));
+  EXPECT_FALSE(d.core.MayProcess(1, own_end));
+  auto a = d.AdvanceTo(own_end);
+  EXPECT_EQ(a.abandon, V({1})) << "shard 1 alone";
+  EXPECT_EQ(d.core.ReadingShards(), V({0}));
+  EXPECT_TRUE(d.core.MayRead(0, d.now));
+  EXPECT_EQ(d.core.Status(d.now).counters.shards_taken, 1);
+  // DRAINING until its work stopped, then REVOKED (the coordinator releases it at once).
+  EXPECT_EQ(Revoking(d.NextRequest()).at(1), RevokeState::kDraining);
+  d.Respond({.status = S::kDrain, .assigned = {0}, .revoke = {1}, .taken = {1}});
+  d.Stopped(1);
+  EXPECT_EQ(Revoking(d.NextRequest()).at(1), RevokeState::kRevoked);
+  // Released and handed back by the very answer that stops listing it in revokeShards
+  // (forgotten, then started in one event): a fresh start, under the member lease again
+  // (found by the simulator: the old, ended lease of the take was kept for it).
+  d.Respond({.assigned = {0, 1}});
+  EXPECT_EQ(d.core.ReadingShards(), V({0, 1}));
+  EXPECT_EQ(d.core.LeaseEndOf(1), d.core.lease_end());
+  EXPECT_TRUE(d.core.Status(d.now).taken.empty());
+}
+
+TEST(ConsumerCore, C8_AReadingShardListedTakenIsStoppedAndNeverStarted) {
+  Driver d;
+  d.Join({0, 1});
+  d.NextRequest();
+  auto a = d.Respond({.assigned = {0, 1, 2}, .taken = {1, 2}});
+  EXPECT_EQ(a.stop, V({1}));
+  EXPECT_TRUE(a.start.empty()) << "shard 2 is assigned but taken: not started";
+  EXPECT_EQ(d.core.ReadingShards(), V({0}));
 }
 
 // Regression (simulator seed 17): a member fenced while a reader of shard 0 had an

@@ -11,9 +11,9 @@
 // - kRetry with a throwing handler retries in place until it succeeds; kStop counts a
 //   non-std throw as a failure;
 // - a hanging handler: its shards stall (lease renewed), a revoked one stays DRAINING until
-//   the rebalance timeout fences the member, the entries move to the other member, and
-//   Stop() waits for the hung calls, which then XACK nothing; Stop() while a call hangs on
-//   a shard nobody revoked gives up after shutdown_timeout and the member expires;
+//   the rebalance timeout takes it alone (C8), its entries move to the other member while
+//   the call still hangs, and the abandoned call XACKs nothing; Stop() while a call hangs
+//   on a shard nobody revoked gives up after shutdown_timeout and the member expires;
 // - the coordinator killed for longer than the assignment lease: the consumer stops reading
 //   (C4) and resumes when a new coordinator process serves the same Redis.
 
@@ -536,13 +536,13 @@ class HandlerGate {
 // - No revoke: the shards just stall. Heartbeats go on and keep renewing the lease (longer
 //   than one assignment lease passes without a lease expiry); nothing is XACKed.
 // - b joins: two of a's shards are revoked. They stay DRAINING — the lease keeps being
-//   renewed, so it never ends — until the coordinator fences a for draining past
-//   rebalanceTimeoutMs (SPEC §4.4, K1c). Fenced, a abandons every shard (no XACK) and
-//   rejoins; the shards whose call still hangs stay a's (reported DRAINING: the abandoned
-//   work has not stopped), so nobody handles their entries meanwhile.
-// - Released, the calls neither XACK nor go on with the entries behind them; then b takes
-//   the hung shards over and gets the hung entries redelivered (C7); a leaves cleanly.
-TEST_F(ConsumerIntegration, HangingHandlerStallsItsShardsUntilTheRebalanceTimeoutFencesIt) {
+//   renewed — until rebalanceTimeoutMs has passed; then the coordinator takes those two
+//   shards alone (docs/protocol.md C8): a keeps its epoch and its other shards, abandons
+//   the two at their own lease end, and b gets them — and the hung entries, as fresh
+//   deliveries (C7) — while a's calls still hang.
+// - Released, the abandoned calls XACK nothing; the calls on a's own shards complete; a
+//   leaves cleanly.
+TEST_F(ConsumerIntegration, HangingHandlerLosesOnlyItsStuckShardsAtTheRebalanceTimeout) {
   std::unique_ptr<Producer> producer = MakeProducer();
   ASSERT_NE(producer, nullptr);
   std::map<int32_t, std::string> key_of;  // one key per shard
@@ -645,20 +645,25 @@ TEST_F(ConsumerIntegration, HangingHandlerStallsItsShardsUntilTheRebalanceTimeou
   }
   EXPECT_EQ(PendingTotal(), 8) << "both entries of every shard are in a's pending list";
 
-  // 2. b joins: two of a's shards are revoked and stay DRAINING while the call hangs.
+  // 2. b joins: two of a's shards are revoked and stay DRAINING while the call hangs, in
+  // lease (every DRAIN answer renews it), until rebalanceTimeoutMs (3 s) has passed.
+  const int64_t epoch_before = a->Status().member_epoch;
   b->Start();
   ASSERT_TRUE(WaitFor([&] { return a->Status().draining.size() == 2; }, 10s,
                       "b's join revokes two of a's shards"))
       << Describe(a->Status());
   const auto drain_seen = std::chrono::steady_clock::now();
   const std::set<int32_t> revoked = AsSet(a->Status().draining);
-  // Watch a until the coordinator fences it (a then drops everything and rejoins).
+  std::set<int32_t> kept;
+  for (int32_t s : kAllShards) {
+    if (revoked.count(s) == 0) kept.insert(s);
+  }
   auto last_draining = drain_seen;
   std::string unexpected;
   ASSERT_TRUE(WaitFor(
       [&] {
         const ConsumerStatus st = a->Status();
-        if (st.rejoins > 0) return true;
+        if (!st.taken.empty()) return true;
         if (AsSet(st.draining) == revoked && st.revoked.empty() && !st.failed_closed &&
             st.lease_expirations == 0 && st.lease_remaining_ms > 0) {
           last_draining = std::chrono::steady_clock::now();
@@ -667,48 +672,63 @@ TEST_F(ConsumerIntegration, HangingHandlerStallsItsShardsUntilTheRebalanceTimeou
         }
         return false;
       },
-      10s, "a fenced for draining past rebalanceTimeoutMs (3000 ms)"))
+      10s, "a's two shards taken for draining past rebalanceTimeoutMs (3000 ms)"))
       << Describe(a->Status());
-  EXPECT_EQ(unexpected, "") << "before the fence the revoked shards stay DRAINING, in lease";
+  const auto taken_seen = std::chrono::steady_clock::now();
+  EXPECT_EQ(unexpected, "") << "before the take the revoked shards stay DRAINING, in lease";
   EXPECT_GT(last_draining - drain_seen, 1500ms)
       << "DRAINING outlasts one assignment lease: heartbeats renew it";
-  EXPECT_TRUE(coordinator_->WaitForLog("draining past rebalanceTimeoutMs", 5s));
-  EXPECT_EQ(a->Status().messages_acked, 0) << "abandoned, not drained";
+  EXPECT_TRUE(coordinator_->WaitForLog("event=shard_taken", 5s)) << coordinator_->LogTail();
+  EXPECT_EQ(AsSet(a->Status().taken), revoked);
 
-  // 3. Fenced, a abandoned every shard and rejoined. The shards whose reader is stuck in a
-  // hung call stay a's — reported DRAINING, never REVOKED, while the call runs — so nobody
-  // else handles their entries meanwhile: no overlap with the hung work.
-  ASSERT_TRUE(WaitFor([&] { return a->Status().phase == "member"; }, 10s, "a rejoined"))
-      << Describe(a->Status());
-  // The window outlasts everything that could hand the hung shards on by mistake: a second
-  // fence for draining (rebalanceTimeoutMs, 3 s) and then a member expiry (memberLeaseMs,
-  // 2.5 s). A shorter one could end before a wrong handoff shows (issue 9).
-  const auto watch_until = std::chrono::steady_clock::now() + 5500ms + 500ms;
-  while (std::chrono::steady_clock::now() < watch_until) {
-    ASSERT_EQ(b_received(hang_ids), 0)
-        << "b handled a hung entry while a's call still ran: " << b_seen();
-    std::this_thread::sleep_for(50ms);  // sampling a window in which nothing may happen
-  }
-  EXPECT_EQ(gate.returned(), 0);
-  EXPECT_EQ(a->Status().messages_acked, 0);
-
-  // 4. Release: the hung calls return (their results are not XACKed: the shards were
-  // abandoned); only now are the shards released. b takes its two over and gets their hung
-  // entries as fresh deliveries (C7); a, rejoined, restarts the others (after their old
-  // readers ended) and handles what is pending there. Every entry ends up XACKed.
-  gate.Release();
+  // 3. C8: the stuck shards alone move. a is not fenced: same epoch, no rejoin, the other
+  // two shards stay a's. At their own lease end (at most assignmentLeaseMs after the take)
+  // a abandons them; the coordinator releases them memberLeaseMs (2.5 s) after the take
+  // and b takes them over — while a's calls still hang — and gets the hung entries as fresh
+  // deliveries (C7). Nothing a's stuck calls do afterwards is XACKed.
   ASSERT_TRUE(WaitFor([&] { return b_received(hang_ids) >= 2; }, 10s,
-                      "b redelivers the hung entries once a's calls returned"))
+                      "b redelivers the two hung entries of the taken shards"))
       << "a: " << Describe(a->Status()) << "\nb: " << Describe(b->Status()) << "\n"
       << b_seen();
+  const auto moved = std::chrono::steady_clock::now();
+  EXPECT_EQ(gate.returned(), 0) << "the calls still hang";
+  {
+    const ConsumerStatus st = a->Status();
+    EXPECT_EQ(st.member_epoch, epoch_before) << Describe(st);
+    EXPECT_EQ(st.rejoins, 0) << Describe(st);
+    EXPECT_EQ(AsSet(st.reading), kept) << Describe(st);
+    EXPECT_EQ(st.shards_taken, 2) << Describe(st);
+    EXPECT_FALSE(st.failed_closed) << Describe(st);
+  }
+  EXPECT_FALSE(coordinator_->LogContains("event=member_fenced")) << coordinator_->LogTail();
+  EXPECT_TRUE(coordinator_->LogContains("taken shard released")) << coordinator_->LogTail();
+  // Bound (docs/protocol.md C8): asked to move → new owner reading within rebalanceTimeoutMs
+  // + memberLeaseMs (+ a heartbeat interval and scheduling).
+  EXPECT_LT(moved - drain_seen, 3000ms + 2500ms + 1500ms);
+  EXPECT_LT(moved - taken_seen, 2500ms + 1500ms);
+  std::printf(
+      "stuck shard moved: %lld ms after the revoke, %lld ms after the take\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(moved - drain_seen).count()),
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(moved - taken_seen).count()));
+
+  // 4. Release: every hung call returns. The two on the taken shards were abandoned: their
+  // results are not XACKed and nothing behind them is handled by a. The two on a's own
+  // shards complete as usual. Every entry ends up XACKed, each taken entry by b.
+  gate.Release();
   ASSERT_TRUE(WaitFor([&] { return PendingTotal() == 0; }, 15s, "every entry is XACKed"))
       << "a: " << Describe(a->Status()) << "\nb: " << Describe(b->Status());
+  ASSERT_TRUE(WaitFor([&] { return a->Status().taken.empty(); }, 10s,
+                      "a forgets the taken shards once their work stopped"))
+      << Describe(a->Status());
   {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& [id, attempts] : b_deliveries) {
       EXPECT_EQ(attempts, std::vector<int>{1}) << "a fresh delivery to b: " << id;
     }
   }
+  EXPECT_EQ(a->Status().messages_acked, 4) << "a's own two shards, two entries each";
 
   // 5. a stops (a clean leave now: nothing hangs); b ends up with every shard.
   a_stopper = std::thread([&] {

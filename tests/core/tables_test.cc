@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/codec.h"
 #include "core_harness.h"
 
 namespace rsc::testing {
@@ -181,6 +182,152 @@ TEST(RebalanceTimeout, FencedMemberRejoiningGetsAFreshDrainWindow) {
   again.Observe(Ok(h.Heartbeat(again.Request())));
   b.Observe(Ok(h.Heartbeat(b.Request())));
   EXPECT_EQ(b.owned, joined.revoke_shards);
+}
+
+// ── Stuck shards: the rebalance timeout takes one shard (C8, SPEC §4.4 v2 per shard) ──
+
+// A and B share 4 shards; A never finishes draining 2 and 3 (a stuck handler) but declares
+// `shard-lease`, so at the timeout its draining shards are taken from it alone.
+struct StuckDrain {
+  CoreHarness h{4};
+  FakeMember a{"A"}, b{"B"};
+  HeartbeatRequest stuck;
+  TimeMs start = 0;
+  TimeMs last_grant_sent = 0;  // send time of the last answer that renewed A's lease on 2, 3
+  explicit StuckDrain(bool feature = true) {
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    a.Observe(Ok(h.Heartbeat(a.Request())));
+    b.Observe(Ok(h.Heartbeat(b.Request())));  // A must drain 2 and 3
+    stuck = a.Request();
+    stuck.owned_shards = {0, 1};
+    stuck.revoking_shards = {{2, RevokeState::kDraining}, {3, RevokeState::kDraining}};
+    if (feature) stuck.features = {kFeatureShardLease};
+    start = h.now();
+  }
+  TimeMs timeout() const { return h.meta().config.rebalance_timeout_ms; }
+  TimeMs lease() const { return h.meta().config.assignment_lease_ms; }
+  // Heartbeats of A (stuck) and B every second until just before the timeout.
+  void DrainUntilTimeout() {
+    while (h.now() + 1000 < start + timeout()) {
+      h.Advance(1000);
+      last_grant_sent = h.now();
+      ASSERT_EQ(Ok(h.Heartbeat(stuck)).status, S::kDrain);
+      b.Observe(Ok(h.Heartbeat(b.Request())));
+      ASSERT_TRUE(b.owned.empty());
+    }
+    h.Advance(start + timeout() - h.now());
+  }
+};
+
+TEST(StuckShards, AtTheTimeoutTheShardsAloneAreTakenAndTheMemberKeepsItsEpochAndTheRest) {
+  StuckDrain t;
+  t.DrainUntilTimeout();
+  const int64_t epoch = t.h.meta().FindMember(MemberId("A"))->epoch.value();
+  const HeartbeatResponse r = Ok(t.h.Heartbeat(t.stuck));
+  EXPECT_TRUE(t.h.LastEventsHave(EventKind::kShardTaken));
+  EXPECT_FALSE(t.h.LastEventsHave(EventKind::kMemberFenced));
+  EXPECT_EQ(r.member_epoch, epoch) << "not fenced";
+  EXPECT_EQ(r.assigned_shards, V({0, 1})) << "keeps its other shards";
+  EXPECT_EQ(r.taken_shards, V({2, 3}));
+  EXPECT_EQ(r.revoke_shards, V({2, 3})) << "K4: a shard it claims is still listed";
+  for (int32_t s : {2, 3}) {
+    const ShardState& sh = t.h.meta().shards[static_cast<size_t>(s)];
+    EXPECT_EQ(sh.owner, "A") << "taken, not released yet";
+    EXPECT_EQ(sh.taken_ms, t.h.now());
+    EXPECT_EQ(sh.release_at_ms, t.h.now() + t.h.meta().config.member_lease_ms)
+        << "memberLeaseMs ≥ assignmentLeaseMs + 1 s, also of a lease granted before a PATCH";
+  }
+}
+
+TEST(StuckShards, ATakenShardMovesWhenEveryGrantOnItHasEndedNotBefore) {
+  StuckDrain t;
+  t.DrainUntilTimeout();
+  Ok(t.h.Heartbeat(t.stuck));  // the take
+  const TimeMs release_at = t.h.meta().shards[2].release_at_ms;
+  ASSERT_GT(release_at, t.last_grant_sent + t.lease()) << "after A's last lease on them";
+  while (t.h.now() + 500 < release_at) {
+    t.h.Advance(500);
+    const HeartbeatResponse ra = Ok(t.h.Heartbeat(t.stuck));
+    EXPECT_EQ(ra.taken_shards, V({2, 3})) << "every later answer says so";
+    t.b.Observe(Ok(t.h.Heartbeat(t.b.Request())));
+    ASSERT_TRUE(t.b.owned.empty()) << "not before releaseAtMs (t=" << t.h.now() << ")";
+  }
+  t.h.Advance(release_at - t.h.now());
+  t.h.Tick();
+  EXPECT_TRUE(t.h.LastEventsHave(EventKind::kShardReleased));
+  t.b.Observe(Ok(t.h.Heartbeat(t.b.Request())));
+  t.b.Observe(Ok(t.h.Heartbeat(t.b.Request())));
+  EXPECT_EQ(t.b.owned, V({2, 3}));
+  EXPECT_EQ(t.h.meta().shards[2].taken_ms, 0);
+  // A, still stuck, claims them DRAINING against B's ownership: listed to revoke (K4), not
+  // taken (no longer its), and it keeps shards 0 and 1.
+  const HeartbeatResponse ra = Ok(t.h.Heartbeat(t.stuck));
+  EXPECT_EQ(ra.assigned_shards, V({0, 1}));
+  EXPECT_EQ(ra.revoke_shards, V({2, 3}));
+  EXPECT_TRUE(ra.taken_shards.empty());
+}
+
+TEST(StuckShards, AReportedRevokedReleasesATakenShardAtOnce) {
+  StuckDrain t;
+  t.DrainUntilTimeout();
+  Ok(t.h.Heartbeat(t.stuck));  // the take
+  t.h.Advance(100);
+  HeartbeatRequest done = t.stuck;  // its handler returned: both drained
+  done.revoking_shards = {{2, RevokeState::kRevoked}, {3, RevokeState::kRevoked}};
+  done.metadata_version = t.h.meta().version.value();
+  done.lineage = t.h.meta().lineage;
+  Ok(t.h.Heartbeat(done));
+  t.b.Observe(Ok(t.h.Heartbeat(t.b.Request())));
+  t.b.Observe(Ok(t.h.Heartbeat(t.b.Request())));
+  EXPECT_EQ(t.b.owned, V({2, 3}));
+  EXPECT_LT(t.h.now(), t.start + t.timeout() + t.lease());
+}
+
+TEST(StuckShards, AClientWithoutTheFeatureIsFencedAsInV1) {
+  StuckDrain t(/*feature=*/false);
+  t.DrainUntilTimeout();
+  auto r = t.h.Heartbeat(t.stuck);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kFencedMemberEpoch);
+  EXPECT_FALSE(t.h.LastEventsHave(EventKind::kShardTaken));
+  EXPECT_EQ(t.h.meta().shards[2].taken_ms, 0);
+}
+
+TEST(StuckShards, ATakenShardHandedBackStaysTakenUntilItsReleaseThenGoesToItsTarget) {
+  StuckDrain t;
+  t.DrainUntilTimeout();
+  Ok(t.h.Heartbeat(t.stuck));  // the take
+  // B leaves: every target is A again, but 2 and 3 stay taken (never granted again early).
+  HeartbeatRequest leave = t.b.Request();
+  leave.member_epoch = -1;
+  Ok(t.h.Heartbeat(leave));
+  HeartbeatResponse ra = Ok(t.h.Heartbeat(t.stuck));
+  EXPECT_EQ(ra.taken_shards, V({2, 3}));
+  EXPECT_EQ(t.h.meta().shards[2].target, "A");
+  const TimeMs release_at = t.h.meta().shards[2].release_at_ms;
+  while (t.h.now() + 1000 < release_at) {  // A heartbeats on (it is alive, only stuck)
+    t.h.Advance(1000);
+    EXPECT_EQ(Ok(t.h.Heartbeat(t.stuck)).taken_shards, V({2, 3}));
+  }
+  t.h.Advance(release_at - t.h.now());
+  ra = Ok(t.h.Heartbeat(t.stuck));
+  EXPECT_TRUE(ra.taken_shards.empty());
+  EXPECT_EQ(t.h.meta().shards[2].owner, "A") << "released to its target, the same member";
+  EXPECT_EQ(t.h.meta().shards[2].taken_ms, 0);
+}
+
+TEST(StuckShards, TheFeatureSurvivesTheCodecAndATakeIsAVersionedWrite) {
+  StuckDrain t;
+  t.DrainUntilTimeout();
+  const int64_t before = t.h.meta().version.value();
+  Ok(t.h.Heartbeat(t.stuck));
+  EXPECT_GT(t.h.meta().version.value(), before);
+  const std::string json = EncodeAggregate(t.h.meta());
+  Result<GroupMetadata> back = DecodeAggregate(json);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, t.h.meta());
+  EXPECT_TRUE(back->FindMember(MemberId("A"))->shard_lease);
+  EXPECT_NE(json.find("\"takenMs\""), std::string::npos);
 }
 
 // ── Expiry (§4.4, K1b, K2) ──

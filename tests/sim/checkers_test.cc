@@ -237,6 +237,26 @@ TEST(CheckerS1, UntaintedButStillMarkedWindowOverlapIsExcused) {
   EXPECT_EQ(r.counters.overlaps_excused, 1);
 }
 
+// A tainted process that starts a reader only now (it waited for routing) reads under its
+// grant from before the rollback, which the rollback may have lost: told the truth
+// (UNKNOWN_MEMBER_ID) it is still stopping that reader when the overlap is judged again —
+// excused like a holding running at the rollback (simulator seed 14666323561076346009). A
+// holding acquired after an untainting answer is not excused.
+TEST(CheckerS1, AHoldingAcquiredWhileTaintedStaysExcusedAfterTheTruth) {
+  const History h = {Start(0, "a", "ma"),
+                     Fault(50, "failover"),
+                     Acquire(60, "a", 0, 8'000),
+                     Acquire(100, "b", 0, 8'100),
+                     Heartbeat(120, "a", "UNKNOWN_MEMBER_ID", 110),
+                     Read(130, "b", 0)};
+  const CheckReport r = CheckHistory(h, Config());
+  EXPECT_TRUE(r.violations.empty()) << Describe(r);
+  EXPECT_EQ(r.counters.overlaps_excused, 1);
+  ExpectViolation({Start(0, "a", "ma"), Fault(50, "failover"), Heartbeat(70, "a", "OK", 60),
+                   Acquire(80, "a", 0, 8'000), Acquire(100, "b", 0, 8'100)},
+                  "S1", 4);
+}
+
 TEST(CheckerS1, AProcessStartedAfterTheRollbackIsNotTainted) {
   const History h = {Fault(50, "failover"), Acquire(60, "a", 0, 8'000),
                      Acquire(100, "b", 0, 8'100)};
