@@ -269,7 +269,7 @@ void ShardReader::Run() {
       case ReaderAction::Kind::kCommand: {
         ReaderReply reply = Execute(a.command);
         SyncStops();
-        core_.OnReply(reply);
+        core_.OnReply(std::move(reply));
         break;
       }
       case ReaderAction::Kind::kDeliver: {

@@ -86,7 +86,7 @@ void ReaderCore::OnWake() {
   if (await_ == Await::kWake) await_ = Await::kNone;
 }
 
-void ReaderCore::OnReply(const ReaderReply& reply) {
+void ReaderCore::OnReply(ReaderReply reply) {
   if (await_ != Await::kReply) return;
   await_ = Await::kNone;
   // Abandoned: nothing the reply brings is handled or XACKed (MayHandle says no), and the
@@ -164,7 +164,7 @@ void ReaderCore::OnClaimReply(const ReaderReply& reply) {
   backoff_ms_ = kBackoffInitialMs;
 }
 
-void ReaderCore::OnReadReply(const ReaderReply& reply, bool live) {
+void ReaderCore::OnReadReply(ReaderReply& reply, bool live) {
   if (!reply.ok()) {
     Failed(reply);
     return;
@@ -176,7 +176,7 @@ void ReaderCore::OnReadReply(const ReaderReply& reply, bool live) {
       return;
     }
     pending_cursor_ = reply.entries.back().id;
-    batch_ = reply.entries;
+    batch_ = std::move(reply.entries);
     next_ = 0;
     batch_active_ = true;
     return;
@@ -186,7 +186,7 @@ void ReaderCore::OnReadReply(const ReaderReply& reply, bool live) {
   if (reply.entries.empty() && context_->NowMs() - last_foreign_check_ < kIdleForeignCheckMs) {
     return;
   }
-  batch_ = reply.entries;
+  batch_ = std::move(reply.entries);
   next_ = 0;
   foreign_check_ = true;
 }

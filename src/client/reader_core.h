@@ -193,7 +193,8 @@ class ReaderCore {
   ReaderCore& operator=(const ReaderCore&) = delete;
 
   ReaderAction Next();
-  void OnReply(const ReaderReply& reply);
+  // Taken by value: a read's entries move into the batch without a copy.
+  void OnReply(ReaderReply reply);
   void OnHandled(const HandlerResult& result);
   void OnWake();
   void OnPredecessorFinished();
@@ -232,7 +233,7 @@ class ReaderCore {
   ReaderAction Finish(bool drained);
   bool LateReadFound(const std::optional<std::string>& lowest_owner) const;
   void OnClaimReply(const ReaderReply& reply);
-  void OnReadReply(const ReaderReply& reply, bool live);
+  void OnReadReply(ReaderReply& reply, bool live);
   void OnForeignReply(const ReaderReply& reply);
   void OnAckReply(const ReaderReply& reply);
   void OnDeadLetterReply(const ReaderReply& reply);
