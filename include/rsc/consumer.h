@@ -1,6 +1,6 @@
 #pragma once
 // rsc::Consumer: reads the shards of a sharded Redis Stream that an rsc-coordinator assigns
-// to this process, as one member of consumer group G (SPEC §4, rules C1–C7). Messages are
+// to this process, as one member of consumer group G (SPEC §4, rules C1–C8). Messages are
 // delivered at least once, in stream order per shard (so per key, since a key always maps
 // to one shard), to a handler the application supplies.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// ConsumerCore: the consumer side of the heartbeat protocol (SPEC §4.1, C1–C7, M4) as a
+// ConsumerCore: the consumer side of the heartbeat protocol (SPEC §4.1, C1–C8, M4) as a
 // sans-IO state machine (ENGINEERING §1, in the style of quinn-proto and h11).
 //
 // ── Why it looks like this ────────────────────────────────────────────────────────

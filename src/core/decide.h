@@ -21,12 +21,14 @@
 //   revokeShards   = { s : owner=m ∧ target≠m }      DRAIN: stop reading, report REVOKED
 //   pendingShards  = { s : target=m ∧ owner≠m }      wait: someone else still holds it
 // A shard passes from owner A to target B only when A reported it REVOKED or A expired —
-// also after A was fenced for draining past the rebalance timeout: a fence releases
-// nothing by itself, because A's DRAIN answers renewed its lease for the work it is still
-// finishing (K1, docs/protocol.md deviation 23). Because a consumer's
-// assignment lease (from its heartbeat's send time) is shorter than the member lease the
-// coordinator records from the heartbeat's arrival, an expired member has already
-// stopped reading (K2).
+// also after A was fenced for draining past the rebalance timeout (a client without the
+// `shard-lease` feature): a fence releases nothing by itself, because A's DRAIN answers
+// renewed its lease for the work it is still finishing (K1, docs/protocol.md deviation 23)
+// — or when a shard A kept draining past that timeout was taken from A alone and its
+// release time (takenMs + memberLeaseMs: every grant on it ended) passed (C8). Because a
+// consumer's assignment lease (from its heartbeat's send time) is shorter than the member
+// lease the coordinator records from the heartbeat's arrival, an expired member has
+// already stopped reading (K2).
 //
 // ── A rebalance, as a timeline ───────────────────────────────────────────────────
 //   t0  A owns {0,1,2,3}                         target A:{0,1,2,3}
