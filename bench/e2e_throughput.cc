@@ -5,7 +5,11 @@
 //
 //   scripts/netns.sh build/bench/e2e_throughput [--messages 50000] [--consumers 1,2,4]
 //       [--shards 4,16] [--size 100] [--batch 1000] [--repeat 3] [--seconds 20]
-//       [--coordinator PATH]
+//       [--coordinator PATH] [--resources 16,256,1024]
+//
+// --resources M1,M2,…: instead of the grid, one consumer that owns all M shards of a group:
+// the threads, Redis connections and memory it adds once every shard is read, and its live
+// messages/s for K messages (the issue-10 footprint figures).
 //
 // The default grid takes about 30 s. --messages (K, per phase) and --repeat scale it;
 // --seconds bounds the wait for any one phase (a phase that does not finish is reported).
@@ -356,6 +360,7 @@ struct Config {
   int repeat = 3;       // repetitions per cell (medians reported)
   double seconds = 20;  // longest wait for any one phase
   std::string coordinator = RSC_COORDINATOR_BINARY;
+  std::vector<int> resources;  // --resources: shard counts for the one-consumer footprint
 };
 
 // One cell's figures: medians over the repetitions (messages/s); the ratios are medians of
@@ -508,6 +513,21 @@ bool PublishAll(rsc::Producer& producer, int64_t base, const Config& cfg, std::s
   return true;
 }
 
+// A producer of group g of `stream`, with its routing.
+std::unique_ptr<rsc::Producer> StartProducer(const std::string& endpoint, const std::string& stream,
+                                             const std::string& redis_url, milliseconds limit) {
+  rsc::ProducerOptions po;
+  po.coordinator_endpoints = {endpoint};
+  po.stream = stream;
+  po.group = "g";
+  po.redis_url = redis_url;
+  auto created_producer = rsc::Producer::Create(po);
+  if (!created_producer.ok()) Die(created_producer.error().message);
+  std::unique_ptr<rsc::Producer> producer = std::move(created_producer).value();
+  if (!producer->WaitForRouting(limit)) Die("producer: no routing");
+  return producer;
+}
+
 Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cfg) {
   Row row;
   row.n = n;
@@ -567,15 +587,7 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
     consumers.push_back(std::move(c).value());
     consumers.back()->Start();
   }
-  rsc::ProducerOptions po;
-  po.coordinator_endpoints = {endpoint};
-  po.stream = stream;
-  po.group = "g";
-  po.redis_url = redis_url;
-  auto created_producer = rsc::Producer::Create(po);
-  if (!created_producer.ok()) Die(created_producer.error().message);
-  std::unique_ptr<rsc::Producer> producer = std::move(created_producer).value();
-  if (!producer->WaitForRouting(limit)) Die("producer: no routing");
+  std::unique_ptr<rsc::Producer> producer = StartProducer(endpoint, stream, redis_url, limit);
   if (!WaitUntil([&] { return Settled(consumers, m); }, limit)) {
     Die(fmt::format("{} consumers did not settle on {} shards", n, m));
   }
@@ -688,6 +700,128 @@ std::vector<int> ParseList(const std::string& s) {
 
 }  // namespace
 
+// ── One consumer's footprint (--resources) ──────────────────────────────────────────
+// Only /proc and Redis INFO, no library status field, so the same code measures any
+// version of the library.
+
+int ThreadCount() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++n;
+  }
+  return n;
+}
+
+int64_t RssKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return 0;
+}
+
+int64_t ConnectedClients(int redis_port) {
+  Context c = Connect(redis_port);
+  Reply r = Command(c.get(), {"INFO", "clients"});
+  const std::string info(r->str, r->len);
+  const size_t at = info.find("connected_clients:");
+  return at == std::string::npos ? -1 : std::atoll(info.c_str() + at + 18) - 1;  // minus us
+}
+
+struct Footprint {
+  int m = 0;
+  int threads = 0;
+  int64_t connections = 0;
+  int64_t rss_kb = 0;
+  double settle_s = 0;
+  double rate = 0;  // live messages/s (first publish → last delivery)
+  double stop_s = 0;
+};
+
+Footprint MeasureFootprint(int redis_port, int coordinator_port, int m, const Config& cfg) {
+  Footprint f;
+  f.m = m;
+  const milliseconds limit(static_cast<int64_t>(cfg.seconds * 1000));
+  const std::string stream = fmt::format("res-{}", m);
+  const int created = HttpPost(
+      coordinator_port, "/v1/groups",
+      fmt::format(R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
+                  R"("heartbeatIntervalMs":500,"memberLeaseMs":10000,"assignmentLeaseMs":8000,)"
+                  R"("rebalanceTimeoutMs":20000}}}})",
+                  stream, m));
+  if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
+  const std::string endpoint = fmt::format("127.0.0.1:{}", coordinator_port);
+  const std::string redis_url = fmt::format("redis://127.0.0.1:{}", redis_port);
+  Phase phase(0, cfg.messages);
+  auto handler = [&](const rsc::Message& msg) {
+    std::string_view seq_text, t_text;
+    for (const auto& [field, v] : msg.fields) {
+      if (field == "seq") seq_text = v;
+      if (field == "t") t_text = v;
+    }
+    phase.Deliver(ParseInt(seq_text), ParseInt(t_text));
+    return rsc::HandlerResult::Ok();
+  };
+  const int threads0 = ThreadCount();
+  const int64_t clients0 = ConnectedClients(redis_port);
+  const int64_t rss0 = RssKb();
+  rsc::ConsumerOptions o;
+  o.coordinator_endpoints = {endpoint};
+  o.stream = stream;
+  o.group = "g";
+  o.redis_url = redis_url;
+  o.block = milliseconds(250);
+  auto c = rsc::Consumer::Create(o, handler);
+  if (!c.ok()) Die(c.error().message);
+  std::vector<std::unique_ptr<rsc::Consumer>> consumers;
+  consumers.push_back(std::move(c).value());
+  const auto t0 = Clock::now();
+  consumers[0]->Start();
+  if (!WaitUntil([&] { return Settled(consumers, m); }, limit)) {
+    Die(fmt::format("one consumer did not settle on {} shards", m));
+  }
+  f.settle_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Every reader has reached its blocking live read: what the consumer holds while idle.
+  WaitUntil([&] { return false; }, milliseconds(1000));
+  f.threads = ThreadCount() - threads0;
+  f.connections = ConnectedClients(redis_port) - clients0;
+  f.rss_kb = RssKb() - rss0;
+
+  std::unique_ptr<rsc::Producer> producer = StartProducer(endpoint, stream, redis_url, limit);
+  const int64_t p0 = NowNs();
+  std::string error;
+  if (!PublishAll(*producer, 0, cfg, &error)) Die("publish: " + error);
+  if (!phase.WaitDone(limit)) {
+    Die(fmt::format("{} shards: {} of {} delivered", m, phase.unique(), cfg.messages));
+  }
+  f.rate = Rate(cfg.messages, phase.done_ns() - p0);
+  const auto s0 = Clock::now();
+  consumers[0]->Stop();
+  f.stop_s = std::chrono::duration<double>(Clock::now() - s0).count();
+  return f;
+}
+
+void RunFootprints(int redis_port, int coordinator_port, const Config& cfg) {
+  std::vector<Footprint> rows;
+  for (int m : cfg.resources) {
+    rows.push_back(MeasureFootprint(redis_port, coordinator_port, m, cfg));
+    std::fprintf(stderr, "  done: footprint at %d shards\n", m);
+  }
+  std::printf(
+      "One consumer owning every shard: what it adds while idle (threads, Redis connections, "
+      "RSS), time to read every shard, live messages/s for K=%lld messages (publish -> last "
+      "delivery), time to Stop()\n\n"
+      "| M shards | threads | Redis connections | RSS MiB | settle s | messages/s | stop s |\n"
+      "|---|---|---|---|---|---|---|\n",
+      static_cast<long long>(cfg.messages));
+  for (const Footprint& f : rows) {
+    std::printf("| %d | %d | %lld | %.1f | %.2f | %.0f | %.2f |\n", f.m, f.threads,
+                static_cast<long long>(f.connections), static_cast<double>(f.rss_kb) / 1024.0,
+                f.settle_s, f.rate, f.stop_s);
+  }
+}
+
 int main(int argc, char** argv) {
   Config cfg;
   for (int i = 1; i < argc; ++i) {
@@ -709,10 +843,13 @@ int main(int argc, char** argv) {
       cfg.seconds = std::atof(argv[++i]);
     } else if (a == "--coordinator" && has) {
       cfg.coordinator = argv[++i];
+    } else if (a == "--resources" && has) {
+      cfg.resources = ParseList(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
-                   "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH]\n",
+                   "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH] "
+                   "[--resources 16,256,1024]\n",
                    argv[0]);
       return 2;
     }
@@ -786,6 +923,13 @@ int main(int argc, char** argv) {
       "%u CPUs, load average before: %s\n\n",
       static_cast<long long>(cfg.messages), cfg.size, kKeys, cfg.batch, redis_version.c_str(),
       std::thread::hardware_concurrency(), load_before.c_str());
+  if (!cfg.resources.empty()) {
+    RunFootprints(redis_port, coordinator_port, cfg);
+    coordinator.Stop();
+    redis.Stop();
+    std::filesystem::remove_all(dir);
+    return 0;
+  }
   std::vector<Row> rows;
   for (int m : cfg.shards) {
     for (int n : cfg.consumers) {

@@ -108,7 +108,7 @@ StreamOp XReadGroupNew(Streams& s, const std::string& stream, const std::string&
 StreamOp XAck(Streams& s, const std::string& stream, const std::string& group,
               const std::vector<StreamId>& ids);
 // XPENDING stream group - + count (changes nothing). With count 1: the lowest pending entry
-// of the group and its owner, if any (consumer_reader.cc ForeignPending).
+// of the group and its owner, if any (reader_core.cc, the late-read check).
 StreamOp XPending(Streams& s, const std::string& stream, const std::string& group, int count);
 
 }  // namespace rsc::sim

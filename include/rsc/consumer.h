@@ -5,29 +5,32 @@
 // to one shard), to a handler the application supplies.
 //
 // How it works (docs/consumer.md has the details and the reasons):
-// * A coordinator thread heartbeats (POST /v1/groups/{P}/{G}/heartbeat) and obeys the
-//   sans-IO ConsumerCore (src/client/consumer_core.h), which decides which shards may be
-//   read, when the assignment lease ends (C1, C4) and which endpoint to use next (C6).
-// * One reader thread per shard being read, each with its own Redis connection. On start
-//   it creates the shard's Redis consumer group (named G, XGROUP CREATE ... MKSTREAM), takes
-//   over every pending entry of the previous owner (XAUTOCLAIM from 0-0; XPENDING + XCLAIM
-//   on Redis < 6.2 — C7), processes them first, then XREADGROUP ... BLOCK with the block
-//   capped by the remaining lease. Completed entries are XACKed after each batch.
+// * One runtime (src/client/consumer_runtime.h, the one the simulator runs) obeys the sans-IO
+//   ConsumerCore (src/client/consumer_core.h), which decides which shards may be read, when
+//   the assignment lease ends (C1, C4) and which endpoint to use next (C6); it heartbeats
+//   (POST /v1/groups/{P}/{G}/heartbeat) and drives one sans-IO reader per shard.
+// * A reader, on start, creates the shard's Redis consumer group (named G, XGROUP CREATE ...
+//   MKSTREAM), takes over every pending entry of the previous owner (XAUTOCLAIM from 0-0;
+//   XPENDING + XCLAIM on Redis < 6.2 — C7), processes them first, then reads new entries
+//   with the block capped by the remaining lease. Completed entries are XACKed after each
+//   batch. Resources do not grow with the number of shards: a timer thread, an HTTP thread,
+//   two Redis threads with one connection each (one blocking XREADGROUP names every shard
+//   waiting for new entries), and up to handler_threads handler threads.
 // * Revoked shard (DRAIN) or Stop(): no new reads, the in-flight batch is finished and
 //   XACKed, then the shard is reported REVOKED. Lease end without a successful heartbeat,
 //   fencing, unknown member: the shard is abandoned at once (no further handler calls, no
 //   XACK; the next owner's takeover redelivers those entries).
 //
-// Handler contract: it runs on the shard's reader thread, one message at a time per shard
-// (different shards run concurrently). It must be bounded; a call is never interrupted. A
-// hanging handler stalls its shard: successful heartbeats keep renewing the assignment
-// lease, so an unrevoked shard just makes no progress, and a revoked one stays DRAINING
-// until the coordinator fences the member for draining past rebalanceTimeoutMs (or, if
-// heartbeats fail, until the lease ends). Then every shard of the member is abandoned and
-// may be given to another member while the call is still running (its work then overlaps
-// the new owner's, which redelivers the entry); when the call returns nothing is XACKed
-// and the rest of its batch is not handled. Stop() and the destructor wait for every
-// running handler call to return. It must not call Stop() or the destructor (use
+// Handler contract: it runs on a handler thread, one message at a time per shard, in order
+// (different shards run concurrently, up to handler_threads). It must be bounded; a call is
+// never interrupted. A hanging handler stalls its shard: successful heartbeats keep renewing
+// the assignment lease, so an unrevoked shard just makes no progress. A revoked one stays
+// DRAINING until rebalanceTimeoutMs; then the coordinator takes that shard alone from the
+// member (C8): it is abandoned when its own, final lease ends, and may be given to another
+// member while the call is still running (its work then overlaps the new owner's, which
+// redelivers the entry); when the call returns nothing is XACKed and the rest of its batch
+// is not handled. The member keeps its other shards. Stop() and the destructor wait for
+// every running handler call to return. It must not call Stop() or the destructor (use
 // HandlerErrorPolicy::kStop). docs/consumer.md §5 has the details.
 //
 // Thread safety: all methods may be called from any thread except, for Stop() and the
@@ -115,7 +118,7 @@ class [[nodiscard]] ConsumerResult {
 // what was read and handed to the handler, what was acknowledged, when the work on a
 // shard was over, and what the coordinator answered.
 enum class ConsumerEventKind {
-  // The shard may be read from now on: emitted by its reader thread BEFORE its first Redis
+  // The shard may be read from now on: emitted by its reader BEFORE its first Redis
   // read (the takeover XAUTOCLAIM), once the previous reader of the shard in this process
   // has finished. assignment_epoch, lease_end_us: the lease it is read under.
   kAcquire,
@@ -175,9 +178,9 @@ struct ConsumerEvent {
   int64_t granted_lease_ms = -1;
 };
 
-// Runs on library threads (the coordinator thread and the shard reader threads),
-// concurrently for different shards. It must be quick, must not throw (exceptions are
-// swallowed), and must not call into the Consumer (Status, Stop: they may deadlock).
+// Runs on library threads, one call at a time, in the order the runtime produced the events
+// (t_us increases). It must be quick, must not throw (exceptions are swallowed), and must not
+// call Stop() (it may deadlock); Status() is safe.
 using ConsumerEventHandler = std::function<void(const ConsumerEvent&)>;
 
 struct ConsumerOptions {
@@ -202,6 +205,14 @@ struct ConsumerOptions {
   // how long a drain waits for a read in progress.
   std::chrono::milliseconds block{1000};
 
+  // Handlers of different shards run concurrently on a pool of at most this many threads,
+  // started on demand (messages of one shard are always handled one at a time, in order).
+  // A handler that never returns keeps its thread: size the pool above the number of calls
+  // that may hang at once. A call that waits for a thread when its shard is abandoned is
+  // withdrawn (the message stays pending for the next owner; its kDeliver event was already
+  // reported).
+  int handler_threads = 16;
+
   HandlerErrorPolicy on_handler_error = HandlerErrorPolicy::kRetry;
   int max_attempts = 3;  // in-place attempts before kDeadLetter / kStop act, >= 1
   // Backoff between in-place attempts (doubles up to the max).
@@ -223,7 +234,7 @@ struct ConsumerOptions {
   std::chrono::milliseconds shutdown_timeout{15000};
 
   // Optional observability hook (see ConsumerEvent): every runtime event, in the order the
-  // thread that emits it saw it. Empty = nothing is built or reported.
+  // runtime produced it. Empty = nothing is built or reported.
   ConsumerEventHandler on_event;
 };
 
@@ -267,6 +278,11 @@ struct ConsumerStatus {
   std::string last_redis_error;
   // Set when HandlerErrorPolicy::kStop stopped the consumer: the handler's error.
   std::string stop_error;
+
+  // Resources, whatever the number of shards: the library's threads (timer, HTTP, two Redis
+  // threads, the handler threads started so far) and open Redis connections (two).
+  int threads = 0;
+  int redis_connections = 0;
 };
 
 class Consumer {

@@ -1,20 +1,18 @@
-// The consumer runtime (the shell around ConsumerCore): one coordinator thread that performs
-// the core's actions — heartbeats over HTTP, routing look-ups, starting, draining and
-// abandoning shard readers, saving the observed version — and one ShardReader thread per
-// shard being read (consumer_reader.h).
+// The consumer runtime as the library runs it: client::ConsumerRuntime (the one runtime the
+// simulator runs too) over production ports — hiredis (client::ReaderRedis: two
+// connections whatever the number of shards, one blocking multi-stream XREADGROUP for every
+// live read), the HTTP transport (one worker thread), a bounded pool of handler threads and
+// the steady clock. Threads: the timer thread, the HTTP thread, the two Redis threads and up
+// to `handler_threads` handler threads — none per shard.
 //
-// Why one reader thread per shard rather than one thread multiplexing every shard with a
-// single XREADGROUP ... STREAMS s1 s2 ...: the shard streams carry one hash tag each, so in
-// Redis Cluster they live in different slots (one command cannot name them all); a slow
-// handler on one shard must not hold up the others; and a drain or an abandon concerns one
-// shard and must not disturb the reads of the rest. A member owns a handful of shards, so
-// a thread and a connection each is cheap.
-//
-// Locks: `mu_` guards the core and every field marked so. It is never held during I/O or
-// while joining a thread. Lock order: mu_ before a reader's own mutex (Drain/Abandon are
-// called under mu_; readers call the ReaderHost methods, which take mu_, without holding
-// their own). Only the coordinator thread calls the core's events, always reading the clock
-// under mu_, so `now` never decreases.
+// Locks: `mu_` guards the runtime and every field marked so. Every input reaches the
+// runtime under mu_, from whichever thread it arrives on (a Redis reply on a Redis thread, a
+// handler result on the handler thread that made the call), so a handler thread goes
+// straight on to the next message of its shard without a hand-off. The clock is read under
+// mu_, so `now` never decreases between inputs. Nothing blocks under mu_: port calls only
+// queue work; what could call back (a cancelled read answered at once), block (saving the
+// version) or run user code (on_event) runs after mu_ is released (Flush). Events are queued
+// under mu_ and delivered in that order under `emit_mu_` (lock order: emit_mu_ before mu_).
 
 #include "rsc/consumer.h"
 
@@ -23,6 +21,8 @@
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
+#include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -31,8 +31,10 @@
 #include <thread>
 
 #include "client/consumer_core.h"
-#include "client/consumer_reader.h"
+#include "client/consumer_runtime.h"
+#include "client/handler_pool.h"
 #include "client/http_transport.h"
+#include "client/reader_redis.h"
 #include "client/redis_conn.h"
 #include "core/protocol.h"
 #include "core/protocol_json.h"
@@ -79,7 +81,6 @@ using client::HttpEndpoint;
 using client::HttpReply;
 using client::HttpTransport;
 using client::PercentEncode;
-using client::ShardReader;
 using client::SteadyNowMs;
 using client::SteadyNowUs;
 
@@ -100,41 +101,125 @@ ConsumerError Invalid(std::string message) {
   return ConsumerError{ConsumerErrorCode::kInvalidArgument, std::move(message)};
 }
 
-// The outcome of one heartbeat exchange, as the core wants it.
-struct HeartbeatOutcome {
-  std::optional<HeartbeatResponse> response;
-  ErrorCode error = ErrorCode::kUnknownResult;
-  std::string message;
+// One thread that performs HTTP requests in order (heartbeats and routing look-ups: at most
+// one of each is outstanding).
+class HttpWorker {
+ public:
+  using Done = std::function<void(uint64_t call, client::HttpOutcome outcome)>;
+  HttpWorker(std::vector<std::unique_ptr<HttpTransport>>* transports, Done done)
+      : transports_(transports), done_(std::move(done)) {}
+  ~HttpWorker() { Stop(); }
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Submit(uint64_t call, client::HttpCall request) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.emplace_back(call, std::move(request));
+    }
+    cv_.notify_one();
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+    for (auto& t : *transports_) t->Close();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      auto [call, request] = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      HttpTransport& t = *(*transports_)[static_cast<size_t>(request.endpoint)];
+      const HttpReply reply = t.Request(request.method, request.target, request.body);
+      done_(call,
+            client::HttpOutcome{reply.status, reply.body, reply.error, t.endpoint().ToString()});
+      lock.lock();
+    }
+  }
+
+  std::vector<std::unique_ptr<HttpTransport>>* const transports_;  // used by this thread only
+  const Done done_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<uint64_t, client::HttpCall>> queue_;  // guarded by mu_
+  bool stop_ = false;                                        // guarded by mu_
+  std::thread thread_;
 };
+
+client::ConsumerRuntimeOptions RuntimeOptions(const ConsumerOptions& o,
+                                              const std::string& consumer_name) {
+  client::ConsumerRuntimeOptions r;
+  r.stream = o.stream;
+  r.reader.group = o.group;
+  r.reader.consumer_name = consumer_name;
+  r.reader.max_batch = o.max_batch;
+  r.reader.block_ms = o.block.count();
+  r.reader.policy = o.on_handler_error;
+  r.reader.max_attempts = o.max_attempts;
+  r.reader.retry_initial_ms = o.handler_retry_initial.count();
+  r.reader.retry_max_ms = o.handler_retry_max.count();
+  r.reader.observe = static_cast<bool>(o.on_event);
+  r.dead_letter_suffix = o.dead_letter_suffix;
+  r.shutdown_timeout_ms = o.shutdown_timeout.count();
+  return r;
+}
 
 }  // namespace
 
-class Consumer::Impl : public client::ReaderHost {
+class Consumer::Impl : public client::ConsumerPorts {
  public:
   Impl(ConsumerOptions options, MessageHandler handler, std::vector<HttpEndpoint> endpoints,
        client::RedisTarget redis, ObservedVersion seed, std::string member_id)
       : options_(std::move(options)),
         handler_(std::move(handler)),
-        redis_(std::move(redis)),
         member_id_(std::move(member_id)),
-        consumer_name_(options_.consumer_name.empty() ? member_id_ : options_.consumer_name),
-        base_path_("/v1/groups/" + PercentEncode(options_.stream) + "/" +
-                   PercentEncode(options_.group)),
-        core_(client::ConsumerCoreOptions{
+        saved_(seed),
+        redis_(std::move(redis), options_.redis_timeout,
+               [this](uint64_t reader, client::ReaderReply reply) {
+                 std::unique_lock<std::mutex> lock(mu_);
+                 if (runtime_) runtime_->OnRedisReply(reader, std::move(reply));
+                 Flush(lock);
+               }),
+        pool_(options_.handler_threads),
+        http_(&transports_, [this](uint64_t call, client::HttpOutcome outcome) {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (runtime_) runtime_->OnHttp(call, std::move(outcome));
+          Flush(lock);
+        }) {
+    const std::string consumer_name =
+        options_.consumer_name.empty() ? member_id_ : options_.consumer_name;
+    for (HttpEndpoint& ep : endpoints) {
+      transports_.push_back(std::make_unique<HttpTransport>(std::move(ep), options_.http_timeout));
+    }
+    redis_.SetBatchDone([this](std::vector<client::ReaderAnswer>& answers) {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (client::ReaderAnswer& a : answers) runtime_->OnRedisReply(a.token, std::move(a.reply));
+      Flush(lock);
+    });
+    runtime_ = std::make_unique<client::ConsumerRuntime>(
+        RuntimeOptions(options_, consumer_name),
+        client::ConsumerCoreOptions{
             .member_id = MemberId(member_id_),
             .instance_id = options_.instance_id,
-            .endpoint_count = static_cast<int>(endpoints.size()),
+            .endpoint_count = static_cast<int>(transports_.size()),
             .initial_metadata_version = seed.metadata_version,
             .initial_lineage = seed.lineage,
             .initial_heartbeat_interval_ms = 1000,
             .backoff_initial_ms = options_.backoff_initial.count(),
             .backoff_max_ms = options_.backoff_max.count(),
             .jitter_seed = std::random_device{}(),
-        }),
-        saved_(std::move(seed)) {
-    for (HttpEndpoint& ep : endpoints) {
-      transports_.push_back(std::make_unique<HttpTransport>(std::move(ep), options_.http_timeout));
-    }
+        },
+        this, &stats_);
   }
 
   ~Impl() override { Stop(); }
@@ -143,7 +228,9 @@ class Consumer::Impl : public client::ReaderHost {
     std::lock_guard<std::mutex> lock(mu_);
     if (started_ || stop_requested_) return;
     started_ = true;
-    thread_ = std::thread([this] { CoordinatorLoop(); });
+    redis_.Start();
+    http_.Start();
+    thread_ = std::thread([this] { TimerLoop(); });
   }
 
   void Stop() {
@@ -154,14 +241,22 @@ class Consumer::Impl : public client::ReaderHost {
     }
     cv_.notify_all();
     std::lock_guard<std::mutex> join_lock(join_mu_);
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    thread_.join();
+    // Exited: every reader finished (its last command came back, its last handler call
+    // returned), so nothing is waiting on these any more.
+    redis_.Stop();
+    http_.Stop();
+    pool_.Stop();
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
   }
 
   ConsumerStatus Status() const {
     std::lock_guard<std::mutex> lock(mu_);
     // The clock reads are judged with (rounded up), so the lease shown is never longer
     // than the one MayRead grants.
-    const client::ConsumerStatus st = core_.Status(client::SteadyNowMsCeil());
+    const client::ConsumerStatus st = runtime_->core().Status(client::SteadyNowMsCeil());
     ConsumerStatus out;
     out.started = started_;
     out.stopped = stopped_;
@@ -181,7 +276,7 @@ class Consumer::Impl : public client::ReaderHost {
     out.shards_taken = st.counters.shards_taken;
     out.coordinator_endpoint = transports_[st.endpoint]->endpoint().ToString();
     out.consecutive_heartbeat_failures = st.consecutive_failures;
-    out.last_heartbeat_error = last_heartbeat_error_;
+    out.last_heartbeat_error = runtime_->last_error();
     out.heartbeats_sent = st.counters.heartbeats_sent;
     out.lease_expirations = st.counters.lease_expirations;
     out.rejoins = st.counters.rejoins;
@@ -193,434 +288,178 @@ class Consumer::Impl : public client::ReaderHost {
     out.dead_lettered = stats_.dead_lettered.load();
     out.last_handler_error = stats_.handler_error();
     out.last_redis_error = stats_.redis_error();
-    out.stop_error = stop_error_;
+    out.stop_error = runtime_->stop_error();
+    out.threads = 4 + pool_.threads();  // timer, HTTP, two Redis threads, handler threads
+    out.redis_connections = redis_.Stats().connections;
     return out;
   }
 
-  // ── ReaderHost (reader threads) ──
-  int64_t ReadBudgetMs(int32_t shard) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return core_.ReadBudgetMs(shard, client::SteadyNowMsCeil());
+  // ── client::ConsumerPorts (called under mu_) ──
+  TimeMs NowMs(bool round_up) override {
+    return round_up ? client::SteadyNowMsCeil() : SteadyNowMs();
   }
 
-  bool MayProcess(int32_t shard) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return core_.MayProcess(shard, client::SteadyNowMsCeil());
+  void Http(uint64_t call, const client::HttpCall& request) override {
+    http_.Submit(call, request);
   }
 
-  void OnDrained(ShardReader* reader) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      drained_.push_back({reader->shard(), reader});
-    }
-    cv_.notify_all();
+  void Redis(uint64_t reader, const client::ReaderCoreConfig& config,
+             const client::ReaderCommand& command) override {
+    redis_.Submit(reader, config, command);
   }
 
-  void OnHandlerGaveUp(int32_t /*shard*/, const std::string& error) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_error_.empty()) stop_error_ = error;
-      stop_requested_ = true;
-    }
-    cv_.notify_all();
-  }
-
-  void Observe(ConsumerEvent event) override {
-    if (event.kind == ConsumerEventKind::kAcquire) {
-      std::lock_guard<std::mutex> lock(mu_);
-      event.assignment_epoch = core_.Status(SteadyNowMs()).assignment_epoch;
-      if (const std::optional<TimeMs> end = core_.LeaseEndOf(event.shard)) {
-        event.lease_end_us = *end * 1000;
+  void Handle(uint64_t reader, Message message) override {
+    // Decided on a handler thread (the previous message's result came in): that thread makes
+    // the call next, at once. Otherwise the call may wait for a thread, and is made only if
+    // the shard may still be handled then (not abandoned, its lease not ended, C4).
+    const bool waits = !pool_.InWorker();
+    pool_.Submit(reader, [this, reader, waits, message = std::move(message)] {
+      if (waits) {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!runtime_->MayStartHandler(reader)) {
+          runtime_->OnWithdrawn(reader);
+          Flush(lock);
+          return;
+        }
       }
-    }
-    Emit(event);
+      HandlerResult result;
+      try {
+        result = handler_(message);
+      } catch (const std::exception& e) {
+        result = HandlerResult::Fail(std::string("handler threw: ") + e.what());
+      } catch (...) {
+        result = HandlerResult::Fail("handler threw a non-std exception");
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      runtime_->OnHandled(reader, result);
+      Flush(lock);
+    });
+  }
+
+  void ReaderStopping(uint64_t reader, bool abandon, client::AbandonCause /*cause*/) override {
+    stopping_.emplace_back(reader, abandon);
+  }
+
+  void SaveVersion(const ObservedVersion& version) override { pending_save_ = version; }
+
+  void Observe(uint64_t /*reader*/, ConsumerEvent event) override {
+    event.t_us = SteadyNowUs();
+    outbox_.push_back(std::move(event));
   }
 
  private:
-  struct Drained {
-    int32_t shard = 0;
-    const ShardReader* reader = nullptr;  // null: a shard that never got a reader
-  };
+  // After an input (mu_ held): performs what had to wait for mu_ to be released, delivers
+  // the queued events, and wakes the timer thread if the runtime now wants it earlier.
+  // Returns with `lock` released.
+  void Flush(std::unique_lock<std::mutex>& lock) {
+    std::vector<std::pair<uint64_t, bool>> stopping;
+    stopping.swap(stopping_);
+    std::optional<ObservedVersion> save;
+    if (pending_save_ && !(*pending_save_ == saved_) && options_.version_store) {
+      save = pending_save_;
+    }
+    const bool wake = runtime_->NextWakeupMs() < timer_wake_at_ || runtime_->exited();
+    if (wake) poked_ = true;
+    const bool events = !outbox_.empty();
+    lock.unlock();
+    if (wake) cv_.notify_all();
+    for (const auto& [reader, abandon] : stopping) {
+      // A call still waiting for a handler thread is not made for an abandoned shard.
+      if (abandon && pool_.Withdraw(reader)) {
+        std::unique_lock<std::mutex> relock(mu_);
+        runtime_->OnWithdrawn(reader);
+        Flush(relock);
+      }
+      redis_.Cancel(reader);  // may answer at once: takes mu_
+    }
+    if (save) {
+      // C5: a failed save is retried after the next input.
+      std::string error;
+      if (options_.version_store->Save(options_.stream, options_.group, *save, &error)) {
+        std::lock_guard<std::mutex> relock(mu_);
+        saved_ = *save;
+      }
+    }
+    if (events) Emit();
+  }
 
-  // Calls the observability hook; it must not throw, but a library thread must not die of it.
-  void Emit(const ConsumerEvent& event) const {
-    if (!options_.on_event) return;
-    try {
-      options_.on_event(event);
-    } catch (...) {  // NOLINT(bugprone-empty-catch): documented as swallowed
+  // Delivers queued events in the order they were queued; the hook runs without mu_.
+  void Emit() {
+    std::lock_guard<std::mutex> emit_lock(emit_mu_);
+    std::vector<ConsumerEvent> events;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      events.swap(outbox_);
+    }
+    for (const ConsumerEvent& e : events) {
+      try {
+        options_.on_event(e);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): documented as swallowed
+      }
     }
   }
 
-  // The release detail of shards an event abandons: the lease had ended (C4: "abandoned")
-  // or the coordinator dropped them while it ran (fenced, unknown member, memberEpoch -1:
-  // "fenced"). Judged on the lease as it was BEFORE the event: a drop also clears it.
-  static std::string AbandonReason(std::optional<TimeMs> lease_before) {
-    return !lease_before || SteadyNowMs() >= *lease_before ? "abandoned" : "fenced";
-  }
-
-  // ── Coordinator thread ──
-  void CoordinatorLoop() {
+  // The timer thread: starts the runtime, runs its timers, asks it to shut down, and ends
+  // once it exited.
+  void TimerLoop() {
     std::unique_lock<std::mutex> lock(mu_);
-    Apply(core_.Start(SteadyNowMs()), std::nullopt);  // no lease yet
-    std::optional<TimeMs> give_up_at;
-    for (;;) {
-      ReapRetired(lock);
-      if (stop_requested_ && !give_up_at) {
-        give_up_at = SteadyNowMs() + options_.shutdown_timeout.count();
-        const std::optional<TimeMs> lease = core_.lease_end();
-        Apply(core_.Shutdown(SteadyNowMs()), lease);
-      }
-      std::vector<Drained> drained;
-      drained.swap(drained_);
-      for (const Drained& d : drained) HandleDrained(d);
-      if (core_.phase() == client::ConsumerPhase::kLeft) break;
-      if (give_up_at && SteadyNowMs() >= *give_up_at) break;  // leave not confirmed in time
-      const std::optional<TimeMs> lease = core_.lease_end();
-      Apply(core_.Tick(SteadyNowMs()), lease);
-      if (!unrouted_.empty() && SteadyNowMs() >= next_routing_ms_) RefreshRouting(lock);
-      SaveVersion(lock);
-      if (to_send_) {
-        SendAndReport(lock);
+    runtime_->Start();
+    Flush(lock);
+    lock.lock();
+    bool shutdown_asked = false;
+    while (!runtime_->exited()) {
+      if (stop_requested_ && !shutdown_asked) {
+        shutdown_asked = true;
+        runtime_->Shutdown();
+        Flush(lock);
+        lock.lock();
         continue;
       }
-      TimeMs wake = core_.NextWakeupMs();
-      if (!unrouted_.empty()) wake = std::min(wake, next_routing_ms_);
-      if (give_up_at) wake = std::min(wake, *give_up_at);
-      if (!retired_.empty()) wake = std::min(wake, SteadyNowMs() + 50);  // reap soon
+      if (SteadyNowMs() >= runtime_->NextWakeupMs()) {
+        runtime_->Tick();
+        Flush(lock);
+        lock.lock();
+        if (runtime_->exited()) break;
+      }
+      // At least 1 ms: a timer that stays due is not spun on.
+      const TimeMs wake = runtime_->NextWakeupMs();
+      timer_wake_at_ = wake;
+      poked_ = false;
       const TimeMs wait = std::clamp<TimeMs>(wake - SteadyNowMs(), 1, 1000);
-      cv_.wait_for(lock, std::chrono::milliseconds(wait),
-                   [&] { return (stop_requested_ && !give_up_at) || !drained_.empty(); });
+      cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] {
+        return poked_ || (stop_requested_ && !shutdown_asked) || runtime_->exited();
+      });
+      timer_wake_at_ = std::numeric_limits<TimeMs>::max();
     }
-    // Left (or gave up): nothing may run any more. After a confirmed leave no reader is
-    // left; after a give-up the remaining ones are abandoned (the member expires).
-    for (auto& [shard, reader] : readers_) {
-      reader->Abandon("shutdown");
-      retired_.push_back(std::move(reader));
-    }
-    readers_.clear();
-    std::vector<std::shared_ptr<ShardReader>> retired;
-    retired.swap(retired_);
-    lock.unlock();
-    for (auto& r : retired) r->Join();
-    for (auto& t : transports_) t->Close();
-    lock.lock();
+    // Left (or gave up) and every reader finished — also after a kStop policy stop that no
+    // Stop() asked for: nothing runs any more.
     stopped_ = true;
-  }
-
-  // Performs one event's actions, in the core's order (consumer_core.h). `lease_before`:
-  // the core's lease end before the event that produced them.
-  void Apply(ConsumerActions actions, std::optional<TimeMs> lease_before) {
-    const std::string reason = actions.abandon.empty() ? "" : AbandonReason(lease_before);
-    for (int32_t s : actions.abandon) {
-      unrouted_.erase(s);
-      if (auto it = readers_.find(s); it != readers_.end()) {
-        it->second->Abandon(reason);
-        // The core reports the shard DRAINING until this reader's thread has ended (its
-        // last command came back, its last handler call returned): ReapRetired tells it.
-        abandoned_[it->second.get()] = s;
-        retired_.push_back(std::move(it->second));
-        readers_.erase(it);
-      } else {
-        drained_.push_back({s, nullptr});  // never read: nothing of it runs
-      }
-    }
-    for (int32_t s : actions.stop) {
-      if (auto it = readers_.find(s); it != readers_.end()) {
-        it->second->Drain();  // stays in readers_ until it reports the drain
-      } else {
-        unrouted_.erase(s);  // never read: nothing in flight
-        drained_.push_back({s, nullptr});
-      }
-    }
-    for (int32_t s : actions.start) {
-      if (routing_.count(s) != 0) {
-        StartReader(s);
-      } else {
-        unrouted_.insert(s);
-        next_routing_ms_ = 0;
-      }
-    }
-    if (actions.version_changed) {
-      pending_save_ = ObservedVersion{actions.version_changed->metadata_version,
-                                      actions.version_changed->lineage};
-    }
-    if (actions.send) to_send_ = std::move(actions.send);
-  }
-
-  void StartReader(int32_t shard) {
-    if (auto it = readers_.find(shard); it != readers_.end()) {
-      // Not expected (every start is from local absence); be safe: never two readers.
-      it->second->Abandon();
-      retired_.push_back(std::move(it->second));
-      readers_.erase(it);
-    }
-    std::shared_ptr<ShardReader> predecessor;
-    for (const auto& r : retired_) {
-      if (r->shard() == shard) predecessor = r;  // the latest one
-    }
-    client::ReaderConfig config;
-    config.shard = shard;
-    config.stream = routing_.at(shard);
-    config.group = options_.group;
-    config.consumer_name = consumer_name_;
-    config.redis = redis_;
-    config.redis_timeout = options_.redis_timeout;
-    config.max_batch = options_.max_batch;
-    config.block = options_.block;
-    config.policy = options_.on_handler_error;
-    config.max_attempts = options_.max_attempts;
-    config.retry_initial = options_.handler_retry_initial;
-    config.retry_max = options_.handler_retry_max;
-    config.dead_letter_stream = config.stream + options_.dead_letter_suffix;
-    config.observe = static_cast<bool>(options_.on_event);
-    auto reader = std::make_shared<ShardReader>(std::move(config), &handler_, this, &stats_,
-                                                std::move(predecessor));
-    reader->Start();
-    readers_[shard] = std::move(reader);
-  }
-
-  void HandleDrained(const Drained& d) {
-    if (d.reader != nullptr) {
-      auto it = readers_.find(d.shard);
-      // A reader abandoned meanwhile (lease end) reports to nobody: the core moved on.
-      if (it == readers_.end() || it->second.get() != d.reader) return;
-      retired_.push_back(std::move(it->second));
-      readers_.erase(it);
-    } else if (readers_.count(d.shard) != 0) {
-      return;
-    }
-    const std::optional<TimeMs> lease = core_.lease_end();
-    Apply(core_.OnShardDrained(d.shard, SteadyNowMs()), lease);
-  }
-
-  // Joins readers whose thread ended (their join is then immediate).
-  void ReapRetired(std::unique_lock<std::mutex>& lock) {
-    std::vector<std::shared_ptr<ShardReader>> done;
-    for (auto it = retired_.begin(); it != retired_.end();) {
-      if ((*it)->Finished()) {
-        done.push_back(std::move(*it));
-        it = retired_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (done.empty()) return;
-    lock.unlock();
-    for (auto& r : done) r->Join();
-    lock.lock();
-    for (auto& r : done) {
-      auto it = abandoned_.find(r.get());
-      if (it == abandoned_.end()) continue;
-      const int32_t shard = it->second;
-      abandoned_.erase(it);
-      const std::optional<TimeMs> lease = core_.lease_end();
-      Apply(core_.OnShardDrained(shard, SteadyNowMs()), lease);  // the abandoned work stopped
-    }
-    done.clear();
-  }
-
-  void SendAndReport(std::unique_lock<std::mutex>& lock) {
-    const client::SendHeartbeat send = std::move(*to_send_);
-    to_send_.reset();
-    const int64_t held_epoch = core_.member_epoch();
-    const int64_t sent_us = core_.in_flight_sent_ms().value_or(SteadyNowMs()) * 1000;
-    lock.unlock();
-    HeartbeatOutcome outcome = Exchange(send, held_epoch);
-    lock.lock();
-    const TimeMs now = SteadyNowMs();
-    const std::optional<TimeMs> lease_before = core_.lease_end();
-    if (options_.on_event) {
-      // Reported before the answer's actions, so it precedes the acquires it leads to.
-      ConsumerEvent e;
-      e.kind = ConsumerEventKind::kHeartbeat;
-      e.t_us = SteadyNowUs();
-      e.sent_us = sent_us;
-      if (outcome.response) {
-        const HeartbeatResponse& r = *outcome.response;
-        e.status = std::string(HeartbeatStatusName(r.status));
-        e.member_epoch = r.member_epoch;
-        e.assignment_epoch = r.assignment_epoch;
-        e.metadata_version = r.metadata_version;
-        e.lineage = r.lineage;
-        e.assigned_shards = r.assigned_shards;
-        e.granted_lease_ms = r.assignment_lease_ms;
-        if (send.leave) e.detail = "leave";
-      } else {
-        e.status = std::string(ErrorCodeName(outcome.error));
-        e.detail = outcome.message;
-      }
-      Emit(e);
-    }
-    if (outcome.response) {
-      last_heartbeat_error_.clear();
-      Apply(core_.OnHeartbeatResponse(*outcome.response, now), lease_before);
-    } else {
-      last_heartbeat_error_ = std::move(outcome.message);
-      Apply(core_.OnHeartbeatError(outcome.error, now), lease_before);
-    }
-    if (options_.on_event && core_.lease_end() && core_.lease_end() != lease_before) {
-      ConsumerEvent e;
-      e.kind = ConsumerEventKind::kLease;
-      e.t_us = SteadyNowUs();
-      e.lease_end_us = *core_.lease_end() * 1000;
-      e.assignment_epoch = core_.Status(now).assignment_epoch;
-      Emit(e);
-    }
-    EmitTakenLeases(now);
-  }
-
-  // A shard newly taken from us (C8) has its own, final lease from now on: say so once, so
-  // that logs judge its holding by it rather than by the member lease.
-  void EmitTakenLeases(TimeMs now) {
-    std::set<int32_t> taken;
-    for (int32_t s : core_.Status(now).taken) {
-      taken.insert(s);
-      if (reported_taken_.contains(s) || !options_.on_event) continue;
-      const std::optional<TimeMs> end = core_.LeaseEndOf(s);
-      if (!end) continue;
-      ConsumerEvent e;
-      e.kind = ConsumerEventKind::kLease;
-      e.t_us = SteadyNowUs();
-      e.shard = s;
-      e.detail = "taken";
-      e.lease_end_us = *end * 1000;
-      e.assignment_epoch = core_.Status(now).assignment_epoch;
-      Emit(e);
-    }
-    reported_taken_ = std::move(taken);
-  }
-
-  // One heartbeat (or leave) request. Runs without mu_.
-  HeartbeatOutcome Exchange(const client::SendHeartbeat& send, int64_t held_epoch) {
-    HttpTransport& t = *transports_[static_cast<size_t>(send.endpoint)];
-    std::string body;
-    if (send.leave) {
-      // /leave checks the epoch we claim against the recorded one (K5), so send the epoch
-      // we hold; the core's request carries -1.
-      body = SerializeLeaveRequest(LeaveRequest{held_epoch > 0 ? held_epoch : -1, send.request});
-    } else {
-      body = SerializeHeartbeatRequest(send.request);
-    }
-    const HttpReply reply =
-        t.Request("POST", base_path_ + (send.leave ? "/leave" : "/heartbeat"), body);
-    HeartbeatOutcome out;
-    const std::string where = t.endpoint().ToString();
-    if (reply.status == 200) {
-      Result<HeartbeatResponse> parsed = ParseHeartbeatResponse(reply.body);
-      if (parsed.ok()) {
-        out.response = std::move(parsed).value();
-      } else {
-        // Something answered that is not a coordinator we understand: like no answer.
-        out.message = fmt::format("{}: {}", where, parsed.error().message);
-      }
-      return out;
-    }
-    if (reply.status == 0) {
-      out.message = fmt::format("{}: {}", where, reply.error);
-      return out;  // kUnknownResult: connect, reset, timeout (C6)
-    }
-    Result<ErrorBody> err = ParseErrorBody(reply.body);
-    if (err.ok() && err->code) {
-      out.error = *err->code;
-    } else {
-      // No error body we know (a proxy page, a newer code): 5xx is "try elsewhere", 4xx is
-      // our fault.
-      out.error = reply.status >= 500 ? ErrorCode::kUnknownResult : ErrorCode::kInvalidRequest;
-    }
-    out.message = fmt::format("{}: HTTP {} {}: {}", where, reply.status,
-                              err.ok() ? err->error : std::string("?"),
-                              err.ok() ? err->message : reply.body.substr(0, 200));
-    return out;
-  }
-
-  // Shard → stream key, from the routing endpoint (C7: never computed). Shard streams never
-  // change name, so one successful look-up serves every later start of a shard it lists.
-  void RefreshRouting(std::unique_lock<std::mutex>& lock) {
-    const size_t index = routing_endpoint_ % transports_.size();
-    std::string target =
-        base_path_ + "/routing?observedVersion=" + std::to_string(core_.metadata_version());
-    if (!core_.lineage().empty()) target += "&lineage=" + PercentEncode(core_.lineage());
-    lock.unlock();
-    const HttpReply reply = transports_[index]->Request("GET", target, "");
-    std::optional<RoutingResponse> routing;
-    std::string error;
-    if (reply.status == 200) {
-      Result<RoutingResponse> parsed = ParseRoutingResponse(reply.body);
-      if (parsed.ok()) {
-        routing = std::move(parsed).value();
-      } else {
-        error = parsed.error().message;
-      }
-    } else {
-      error = reply.status == 0 ? reply.error : fmt::format("HTTP {}", reply.status);
-    }
-    lock.lock();
-    if (!routing) {
-      ++routing_endpoint_;  // C6: try the next endpoint next time
-      routing_failures_ = std::min(routing_failures_ + 1, 5);
-      next_routing_ms_ = SteadyNowMs() + (int64_t{100} << routing_failures_);
-      last_heartbeat_error_ =
-          fmt::format("routing from {}: {}", transports_[index]->endpoint().ToString(), error);
-      return;
-    }
-    routing_failures_ = 0;
-    for (const RoutingShard& s : routing->shards) routing_[s.id] = s.stream;
-    // Start the shards that were waiting, if the core still wants them read.
-    std::set<int32_t> waiting;
-    waiting.swap(unrouted_);
-    for (int32_t s : waiting) {
-      if (core_.StateOf(s) != client::LocalShardState::kReading) continue;
-      if (routing_.count(s) != 0) {
-        StartReader(s);
-      } else {
-        unrouted_.insert(s);  // assigned but not in this routing yet (a growing group)
-      }
-    }
-    next_routing_ms_ = SteadyNowMs() + 1000;
-  }
-
-  // C5: persist the observed version (outside mu_; a failed save is retried next turn).
-  void SaveVersion(std::unique_lock<std::mutex>& lock) {
-    if (!options_.version_store || !pending_save_ || *pending_save_ == saved_) return;
-    const ObservedVersion v = *pending_save_;
-    lock.unlock();
-    std::string error;
-    const bool ok = options_.version_store->Save(options_.stream, options_.group, v, &error);
-    lock.lock();
-    if (ok) saved_ = v;
   }
 
   const ConsumerOptions options_;
   const MessageHandler handler_;
-  const client::RedisTarget redis_;
   const std::string member_id_;
-  const std::string consumer_name_;
-  const std::string base_path_;
-  // Immutable list; each transport is used by the coordinator thread only.
-  std::vector<std::unique_ptr<HttpTransport>> transports_;
   client::DeliveryStats stats_;  // thread-safe itself
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;        // wakes the coordinator thread (stop, drains)
-  ConsumerCore core_;                 // guarded by mu_
-  bool started_ = false;              // guarded by mu_
-  bool stop_requested_ = false;       // guarded by mu_
-  bool stopped_ = false;              // guarded by mu_
-  std::string stop_error_;            // guarded by mu_
-  std::string last_heartbeat_error_;  // guarded by mu_
-  std::map<int32_t, std::shared_ptr<ShardReader>> readers_;  // guarded by mu_: current ones
-  std::vector<std::shared_ptr<ShardReader>> retired_;        // guarded by mu_: to be joined
-  std::map<const ShardReader*, int32_t> abandoned_;          // guarded by mu_: retired by `abandon`
-  std::vector<Drained> drained_;                             // guarded by mu_
-  std::map<int32_t, std::string> routing_;                   // guarded by mu_
-  std::set<int32_t> reported_taken_;  // guarded by mu_: taken shards whose lease was emitted
-  std::set<int32_t> unrouted_;        // guarded by mu_: READING, waiting for their stream key
-  TimeMs next_routing_ms_ = 0;        // guarded by mu_
-  int routing_failures_ = 0;          // guarded by mu_
-  size_t routing_endpoint_ = 0;       // guarded by mu_
-  std::optional<client::SendHeartbeat> to_send_;  // guarded by mu_
-  std::optional<ObservedVersion> pending_save_;   // guarded by mu_
-  ObservedVersion saved_;                         // guarded by mu_
+  std::condition_variable cv_;  // wakes the timer thread (stop, earlier timers, exit)
+  std::unique_ptr<client::ConsumerRuntime> runtime_;  // guarded by mu_
+  bool started_ = false;                              // guarded by mu_
+  bool stop_requested_ = false;                       // guarded by mu_
+  bool stopped_ = false;                              // guarded by mu_
+  TimeMs timer_wake_at_ = 0;                          // guarded by mu_
+  bool poked_ = false;  // guarded by mu_: the runtime wants the timer thread earlier
+  std::vector<std::pair<uint64_t, bool>> stopping_;  // guarded by mu_: (reader, abandon)
+  std::optional<ObservedVersion> pending_save_;      // guarded by mu_
+  ObservedVersion saved_;                            // guarded by mu_
+  std::vector<ConsumerEvent> outbox_;                // guarded by mu_
+  std::mutex emit_mu_;                               // orders event delivery
+
+  // Immutable list after construction; used by the HTTP thread only.
+  std::vector<std::unique_ptr<HttpTransport>> transports_;
+  client::ReaderRedis redis_;
+  client::HandlerPool pool_;
+  HttpWorker http_;
 
   std::mutex join_mu_;  // serializes joining thread_
   std::thread thread_;
@@ -653,6 +492,9 @@ ConsumerResult<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions optio
     return Invalid("max_batch must be in 1..10000");
   }
   if (options.block.count() < 1) return Invalid("block must be >= 1 ms");
+  if (options.handler_threads < 1 || options.handler_threads > 1024) {
+    return Invalid("handler_threads must be in 1..1024");
+  }
   if (options.max_attempts < 1) return Invalid("max_attempts must be >= 1");
   if (options.handler_retry_initial.count() < 1 ||
       options.handler_retry_max < options.handler_retry_initial) {

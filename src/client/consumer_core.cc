@@ -261,8 +261,9 @@ TimeMs ConsumerCore::NextWakeupMs() const {
     t = (report_now_ && consecutive_failures_ == 0) ? std::min(last_now_, next_heartbeat_ms_)
                                                     : next_heartbeat_ms_;
   }
-  bool holding = false;
-  for (const auto& [s, st] : shards_) holding = holding || st != LocalShardState::kRevoked;
+  const bool holding = std::any_of(shards_.begin(), shards_.end(), [](const auto& entry) {
+    return entry.second != LocalShardState::kRevoked;
+  });
   if (lease_end_ && holding) t = std::min(t, *lease_end_);
   for (const auto& [s, end] : taken_lease_) {
     auto it = shards_.find(s);

@@ -246,6 +246,12 @@ void ReaderCore::OnDeadLetterReply(const ReaderReply& reply) {
   ++next_;
 }
 
+void ReaderCore::OnWithdrawn() {
+  if (await_ != Await::kHandler) return;
+  await_ = Await::kNone;
+  Cut();
+}
+
 void ReaderCore::OnHandled(const HandlerResult& result) {
   if (await_ != Await::kHandler) return;
   await_ = Await::kNone;

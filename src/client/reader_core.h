@@ -1,10 +1,9 @@
 #pragma once
 // ReaderCore: the per-shard reader of a consumer as a sans-IO state machine (issue 10).
-// Both runtimes drive this one class: the library's reader thread (consumer_reader.cc, over
-// hiredis) and the simulator's reader (sim/sim_consumer.cc, over the simulated network and
-// Redis). It decides every step of docs/consumer.md §3 and docs/protocol.md C7; the driver
-// only carries its commands to Redis, its deliveries to the handler and its sleeps to a
-// clock, and feeds the results back.
+// ConsumerRuntime (consumer_runtime.h) drives it, in the library (over hiredis) and in the
+// simulator (over the simulated network and Redis) alike. It decides every step of docs/consumer.md
+// §3 and docs/protocol.md C7; the driver only carries its commands to Redis, its deliveries to the
+// handler and its sleeps to a clock, and feeds the results back.
 //
 // One `start` action of the ConsumerCore, in order:
 //   wait for the previous reader of the shard in this process to finish (never two readers)
@@ -196,6 +195,9 @@ class ReaderCore {
   // Taken by value: a read's entries move into the batch without a copy.
   void OnReply(ReaderReply reply);
   void OnHandled(const HandlerResult& result);
+  // The delivery was withdrawn before the handler was called (the shard was abandoned while
+  // the call waited for a handler thread): nothing of it counts, the entry stays pending.
+  void OnWithdrawn();
   void OnWake();
   void OnPredecessorFinished();
   void Drain();

@@ -616,7 +616,7 @@ const std::vector<NamedScript>& Scripts() {
       {"PendingFirstTellsAForeignOwner",
        [](Tracer& t) {
          // The runtime's check for entries a previous owner's late read took after our
-         // takeover (consumer_reader.cc ForeignPending): XPENDING … - + 1.
+         // takeover (reader_core.cc, the late-read check): XPENDING … - + 1.
          t.Pending(kS, kG, 1);  // no group: NOGROUP
          t.Create(kS, kG);
          t.Pending(kS, kG, 1);  // nothing pending: []

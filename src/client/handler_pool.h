@@ -1,0 +1,61 @@
+#pragma once
+// HandlerPool: the consumer's bounded set of threads that call the message handler (issue
+// 10: no thread per shard). Threads start on demand, up to `max_threads`, and stay until
+// Stop(). A task carries its reader's token so that a call still waiting for a thread can be
+// withdrawn when its shard is abandoned — otherwise handlers that hang on other shards would
+// keep an abandoned shard's reader waiting for a call that will never be made.
+//
+// Per-shard order needs nothing here: a reader hands out one call at a time. A task submitted
+// from inside a running task (the next message of the same shard, decided when the previous
+// call's result came in) runs next on the same thread, without a hand-off to another thread.
+//
+// Thread safety: every method may be called from any thread. Tasks run without the pool's
+// lock held.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rsc::client {
+
+class HandlerPool {
+ public:
+  explicit HandlerPool(int max_threads);
+  ~HandlerPool();  // Stop()
+  HandlerPool(const HandlerPool&) = delete;
+  HandlerPool& operator=(const HandlerPool&) = delete;
+
+  // Queues `task` (or, from inside a task, runs it next on the same thread); ignored after
+  // Stop().
+  void Submit(uint64_t token, std::function<void()> task);
+  // Whether the caller runs inside one of this pool's tasks.
+  bool InWorker() const;
+  // Removes the queued task of `token` if it has not started: true if one was removed.
+  bool Withdraw(uint64_t token);
+  // No new tasks; queued ones are dropped; waits for the running ones, joins the threads.
+  void Stop();
+  int threads() const;
+  int busy() const;
+
+ private:
+  struct Task {
+    uint64_t token = 0;
+    std::function<void()> run;
+  };
+  void Work();
+
+  const int max_threads_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;            // guarded by mu_
+  std::vector<std::thread> threads_;  // guarded by mu_
+  int idle_ = 0;                      // guarded by mu_
+  bool stopping_ = false;             // guarded by mu_
+  std::mutex stop_mu_;                // serialises Stop()
+};
+
+}  // namespace rsc::client

@@ -1,0 +1,642 @@
+// ReaderRedis, the readers' Redis port of the consumer runtime (client/reader_redis.h): two
+// connections for any number of shards, the live reads of all shards combined into one
+// XREADGROUP, the blocked read cut short when a reader comes back or is cancelled, and the
+// pipelined commands answered in order. Against a real redis-server (RedisProcess); run
+// inside scripts/netns.sh.
+
+#include "client/reader_redis.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/redis_process.h"
+#include "support/wait.h"
+
+namespace rsc::client {
+namespace {
+
+using namespace std::chrono_literals;
+using rsc::testing::RedisCli;
+using rsc::testing::RedisProcess;
+using rsc::testing::WaitFor;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kGroup = "g";
+constexpr const char* kConsumer = "c1";
+
+std::string KindName(ReaderReply::Kind k) {
+  switch (k) {
+    case ReaderReply::Kind::kOk:
+      return "ok";
+    case ReaderReply::Kind::kNil:
+      return "nil";
+    case ReaderReply::Kind::kError:
+      return "error";
+    case ReaderReply::Kind::kTransport:
+      return "transport";
+  }
+  return "?";
+}
+
+std::string Describe(const ReaderReply& r) {
+  std::string s = KindName(r.kind);
+  if (!r.error.empty()) s += " (" + r.error + ")";
+  if (!r.entries.empty()) s += " " + std::to_string(r.entries.size()) + " entries";
+  return s;
+}
+
+// Every answer the port gave, in arrival order.
+class Recorder {
+ public:
+  struct Answer {
+    uint64_t token;
+    ReaderReply reply;
+    Clock::time_point at;
+  };
+
+  void Add(uint64_t token, ReaderReply reply) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answers_.push_back({token, std::move(reply), Clock::now()});
+  }
+  std::vector<Answer> Of(uint64_t token) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Answer> out;
+    for (const Answer& a : answers_) {
+      if (a.token == token) out.push_back(a);
+    }
+    return out;
+  }
+  std::vector<Answer> All() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return answers_;
+  }
+  size_t Count(uint64_t token) const { return Of(token).size(); }
+  size_t Total() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return answers_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Answer> answers_;
+};
+
+class ReaderRedisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.Start());
+    cli_ = redis_.Cli();
+    ASSERT_TRUE(cli_);
+    std::string error;
+    std::optional<RedisTarget> target = ParseRedisUrl(redis_.Url(), &error);
+    ASSERT_TRUE(target) << error;
+    target_ = *target;
+    port_ = MakePort(
+        [this](uint64_t token, ReaderReply reply) { recorder_.Add(token, std::move(reply)); });
+  }
+
+  std::unique_ptr<ReaderRedis> MakePort(ReaderRedis::Done done) {
+    return std::make_unique<ReaderRedis>(target_, 2000ms, std::move(done));
+  }
+
+  static std::string Stream(int i) { return "s" + std::to_string(i); }
+
+  static ReaderCoreConfig Config(const std::string& stream) {
+    ReaderCoreConfig c;
+    c.stream = stream;
+    c.group = kGroup;
+    c.consumer_name = kConsumer;
+    c.dead_letter_stream = stream + ":dlq";
+    return c;
+  }
+
+  static ReaderCommand Live(TimeMs block_ms, int count = 10) {
+    ReaderCommand c;
+    c.kind = ReaderCommandKind::kReadLive;
+    c.count = count;
+    c.block_ms = block_ms;
+    return c;
+  }
+
+  void CreateGroup(const std::string& stream) {
+    ASSERT_TRUE(cli_->Run({"XGROUP", "CREATE", stream, kGroup, "$", "MKSTREAM"}).ok());
+  }
+
+  std::string Xadd(const std::string& stream, const std::string& value) {
+    return cli_->Run({"XADD", stream, "*", "v", value}).str;
+  }
+
+  std::string Info(const std::string& section) { return cli_->Run({"INFO", section}).str; }
+
+  bool Blocked(int n) {
+    return Info("clients").find("blocked_clients:" + std::to_string(n) + "\r") != std::string::npos;
+  }
+
+  // cmdstat_xreadgroup:calls=N as the server counts it.
+  int64_t XreadgroupCalls() {
+    const std::string info = Info("commandstats");
+    const std::string key = "cmdstat_xreadgroup:calls=";
+    const size_t p = info.find(key);
+    return p == std::string::npos ? 0 : std::stoll(info.substr(p + key.size()));
+  }
+
+  // Lines of CLIENT LIST other than this test's own client.
+  std::vector<std::string> OtherClients() {
+    const std::string me = "id=" + std::to_string(cli_->Run({"CLIENT", "ID"}).integer) + " ";
+    const std::string list = cli_->Run({"CLIENT", "LIST"}).str;
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start < list.size()) {
+      size_t end = list.find('\n', start);
+      if (end == std::string::npos) end = list.size();
+      std::string line = list.substr(start, end - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty() && !line.starts_with(me)) out.push_back(line);
+      start = end + 1;
+    }
+    return out;
+  }
+
+  ::testing::AssertionResult Answered(uint64_t token, size_t n, std::chrono::milliseconds within,
+                                      const std::string& what) {
+    return WaitFor([&] { return recorder_.Count(token) >= n; }, within, what);
+  }
+
+  RedisProcess redis_;
+  std::unique_ptr<RedisCli> cli_;
+  RedisTarget target_;
+  Recorder recorder_;
+  std::unique_ptr<ReaderRedis> port_;  // last: stopped before what its callback reaches
+};
+
+// 64 shards, one XREADGROUP: queued before Start, all 64 live reads go out as one command,
+// and only the three readers whose streams have entries get them.
+TEST_F(ReaderRedisTest, SixtyFourLiveReadsGoOutAsOneCommand) {
+  for (int i = 0; i < 64; ++i) CreateGroup(Stream(i));
+  const std::map<int, std::string> added = {{5, Xadd(Stream(5), "five")},
+                                            {17, Xadd(Stream(17), "seventeen")},
+                                            {42, Xadd(Stream(42), "x")}};
+  for (int i = 0; i < 64; ++i) port_->Submit(i, Config(Stream(i)), Live(60000));
+  port_->Start();
+  ASSERT_TRUE(WaitFor([&] { return recorder_.Total() >= 64; }, 10s, "all 64 readers answered"));
+  for (int i = 0; i < 64; ++i) {
+    const std::vector<Recorder::Answer> a = recorder_.Of(i);
+    ASSERT_EQ(a.size(), 1u) << "reader " << i;
+    if (added.count(i) != 0) {
+      EXPECT_EQ(a[0].reply.kind, ReaderReply::Kind::kOk) << Describe(a[0].reply);
+      ASSERT_EQ(a[0].reply.entries.size(), 1u) << "reader " << i;
+      EXPECT_EQ(a[0].reply.entries[0].id, added.at(i));
+      EXPECT_FALSE(a[0].reply.entries[0].deleted);
+      ASSERT_EQ(a[0].reply.entries[0].fields.size(), 1u);
+      EXPECT_EQ(a[0].reply.entries[0].fields[0].first, "v");
+    } else {
+      EXPECT_EQ(a[0].reply.kind, ReaderReply::Kind::kNil)
+          << "reader " << i << ": " << Describe(a[0].reply);
+    }
+  }
+  const ReaderRedisStats stats = port_->Stats();
+  EXPECT_EQ(stats.live_reads, 1);
+  EXPECT_EQ(stats.live_read_streams, 64);
+  EXPECT_EQ(XreadgroupCalls(), 1) << "the server saw one XREADGROUP";
+}
+
+// Readers that loop (each answer resubmits, like the runtime): entries added while the
+// combined read is blocked reach exactly their readers, with far fewer commands than
+// readers.
+TEST_F(ReaderRedisTest, EntriesAddedWhileBlockedReachOnlyTheirReaders) {
+  for (int i = 0; i < 64; ++i) CreateGroup(Stream(i));
+  std::atomic<bool> looping{true};
+  ReaderRedis* port = nullptr;
+  port_ = MakePort([&](uint64_t token, ReaderReply reply) {
+    recorder_.Add(token, std::move(reply));
+    if (looping) port->Submit(token, Config(Stream(static_cast<int>(token))), Live(60000));
+  });
+  port = port_.get();
+  port_->Start();
+  for (int i = 0; i < 64; ++i) port_->Submit(i, Config(Stream(i)), Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the combined read blocks"));
+  const std::map<int, std::string> added = {
+      {3, Xadd(Stream(3), "a")}, {31, Xadd(Stream(31), "b")}, {60, Xadd(Stream(60), "c")}};
+  auto got = [&](int i) {
+    for (const Recorder::Answer& a : recorder_.Of(i)) {
+      if (a.reply.kind == ReaderReply::Kind::kOk) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return got(3) && got(31) && got(60); }, 10s,
+                      "readers 3, 31 and 60 get their entries"));
+  looping = false;
+  port_->Stop();
+  for (const Recorder::Answer& a : recorder_.All()) {
+    const int i = static_cast<int>(a.token);
+    ASSERT_TRUE(a.reply.ok()) << "reader " << i << ": " << Describe(a.reply);
+    if (a.reply.kind != ReaderReply::Kind::kOk) continue;
+    ASSERT_EQ(added.count(i), 1u) << "reader " << i << " got entries of a stream nobody added to";
+    ASSERT_EQ(a.reply.entries.size(), 1u);
+    EXPECT_EQ(a.reply.entries[0].id, added.at(i));
+  }
+  const ReaderRedisStats stats = port_->Stats();
+  EXPECT_LE(stats.live_reads, 12) << "one command per wake-up, not one per reader";
+  EXPECT_EQ(XreadgroupCalls(), stats.live_reads);
+}
+
+// Reader B comes back while A's read is blocked for 60 s: the port cuts the read short, so
+// B waits a round trip, not the BLOCK. A is not answered by the cut (it still waits).
+TEST_F(ReaderRedisTest, AReaderThatComesBackDoesNotWaitForTheBlockedRead) {
+  CreateGroup("A");
+  CreateGroup("B");
+  port_->Start();
+  port_->Submit(1, Config("A"), Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "A's read blocks"));
+  const Clock::time_point submitted = Clock::now();
+  port_->Submit(2, Config("B"), Live(60000));
+  const std::string id = Xadd("B", "for-b");
+  ASSERT_TRUE(Answered(2, 1, 5s, "B answered although A's read blocks for 60 s"));
+  EXPECT_LT(Clock::now() - submitted, 5s);
+  const std::vector<Recorder::Answer> b = recorder_.Of(2);
+  ASSERT_EQ(b[0].reply.kind, ReaderReply::Kind::kOk) << Describe(b[0].reply);
+  ASSERT_EQ(b[0].reply.entries.size(), 1u);
+  EXPECT_EQ(b[0].reply.entries[0].id, id);
+  // The cut did not answer A: A went into the next read together with B, and was answered
+  // kNil when that read returned with B's entry.
+  const ReaderRedisStats stats = port_->Stats();
+  EXPECT_EQ(stats.unblocks, 1);
+  EXPECT_EQ(stats.live_reads, 2);
+  EXPECT_EQ(stats.live_read_streams, 3) << "A was carried over into B's read";
+  ASSERT_TRUE(Answered(1, 1, 5s, "A answered by B's read"));
+  EXPECT_EQ(recorder_.Of(1)[0].reply.kind, ReaderReply::Kind::kNil)
+      << Describe(recorder_.Of(1)[0].reply);
+  // A still reads: its next entry reaches it.
+  port_->Submit(1, Config("A"), Live(60000));
+  const std::string a_id = Xadd("A", "for-a");
+  ASSERT_TRUE(Answered(1, 2, 5s, "A gets its entry"));
+  const Recorder::Answer a = recorder_.Of(1)[1];
+  ASSERT_EQ(a.reply.kind, ReaderReply::Kind::kOk) << Describe(a.reply);
+  ASSERT_EQ(a.reply.entries.size(), 1u);
+  EXPECT_EQ(a.reply.entries[0].id, a_id);
+}
+
+// A read carried over from a cut read keeps its own deadline: never answered before its
+// block time (it is not a timeout), nor long after it.
+TEST_F(ReaderRedisTest, ACutReadKeepsItsReadersBlockTime) {
+  CreateGroup("A");
+  CreateGroup("B");
+  port_->Start();
+  const Clock::time_point submitted = Clock::now();
+  port_->Submit(1, Config("A"), Live(1500));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "A's read blocks"));
+  port_->Submit(2, Config("B"), Live(60000));
+  ASSERT_TRUE(Answered(1, 1, 10s, "A's read times out"));
+  const Recorder::Answer a = recorder_.Of(1)[0];
+  EXPECT_EQ(a.reply.kind, ReaderReply::Kind::kNil) << Describe(a.reply);
+  EXPECT_GE(a.at - submitted, 1500ms) << "A answered before its block time";
+  EXPECT_LT(a.at - submitted, 6500ms) << "A blocked far past its block time";
+}
+
+// Cancel of a read that is still queued: answered kNil at once, and never sent.
+TEST_F(ReaderRedisTest, CancelAnswersAQueuedReadWithoutSendingIt) {
+  CreateGroup("A");
+  CreateGroup("B");
+  port_->Submit(1, Config("A"), Live(60000));
+  port_->Submit(2, Config("B"), Live(60000));
+  port_->Cancel(1);
+  port_->Start();
+  ASSERT_TRUE(Answered(1, 1, 5s, "the cancelled read is answered"));
+  EXPECT_EQ(recorder_.Of(1)[0].reply.kind, ReaderReply::Kind::kNil);
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "B's read blocks"));
+  EXPECT_EQ(port_->Stats().live_reads, 1);
+  EXPECT_EQ(port_->Stats().live_read_streams, 1) << "A's stream was not named";
+  EXPECT_EQ(recorder_.Count(2), 0u);
+  port_->Cancel(99);  // unknown: nothing happens
+  EXPECT_EQ(recorder_.Total(), 1u);
+}
+
+// Cancel of a reader inside a blocked combined read: the read is cut, the cancelled reader
+// answered, the other one goes on reading.
+TEST_F(ReaderRedisTest, CancelCutsABlockedReadShort) {
+  CreateGroup("A");
+  CreateGroup("B");
+  port_->Submit(1, Config("A"), Live(60000));
+  port_->Submit(2, Config("B"), Live(60000));
+  port_->Start();
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the combined read blocks"));
+  ASSERT_EQ(port_->Stats().live_read_streams, 2);
+  port_->Cancel(1);
+  ASSERT_TRUE(Answered(1, 1, 5s, "the cancelled reader is answered soon"));
+  EXPECT_EQ(recorder_.Of(1)[0].reply.kind, ReaderReply::Kind::kNil);
+  EXPECT_EQ(port_->Stats().unblocks, 1);
+  ASSERT_TRUE(WaitFor([&] { return port_->Stats().live_reads == 2 && Blocked(1); }, 10s,
+                      "B reads on alone"));
+  EXPECT_EQ(port_->Stats().live_read_streams, 3);
+  EXPECT_EQ(recorder_.Count(2), 0u);
+  const std::string id = Xadd("B", "b");
+  ASSERT_TRUE(Answered(2, 1, 5s, "B gets its entry"));
+  ASSERT_EQ(recorder_.Of(2)[0].reply.entries.size(), 1u);
+  EXPECT_EQ(recorder_.Of(2)[0].reply.entries[0].id, id);
+}
+
+// The command connection pipelines everything queued; each token's replies come in its
+// order and parse as the core expects.
+TEST_F(ReaderRedisTest, PipelinedCommandsKeepTheirOrderAndParse) {
+  // Three entries pending for another consumer name, c0 (a previous owner).
+  for (const char* id : {"1-1", "1-2", "1-3"}) {
+    ASSERT_TRUE(cli_->Run({"XADD", "s", id, "k", std::string("v") + id}).ok());
+  }
+  ASSERT_TRUE(cli_->Run({"XGROUP", "CREATE", "s", kGroup, "0"}).ok());
+  ASSERT_EQ(cli_->Run({"XREADGROUP", "GROUP", kGroup, "c0", "STREAMS", "s", ">"}).elements.size(),
+            1u);
+  const ReaderCoreConfig s = Config("s");
+  const ReaderCoreConfig t = Config("t");
+  auto cmd = [](ReaderCommandKind kind, std::string cursor = {}, int count = 0,
+                std::vector<std::string> ids = {}) {
+    ReaderCommand c;
+    c.kind = kind;
+    c.cursor = std::move(cursor);
+    c.count = count;
+    c.ids = std::move(ids);
+    return c;
+  };
+  using K = ReaderCommandKind;
+  port_->Submit(1, s, cmd(K::kCreateGroup));
+  port_->Submit(2, t, cmd(K::kCreateGroup));
+  port_->Submit(1, s, cmd(K::kCheckForeign, {}, 1));
+  port_->Submit(1, s, cmd(K::kAutoClaim, "0-0", 2));
+  port_->Submit(2, t, cmd(K::kAck, {}, 0, {"9-9"}));
+  port_->Submit(1, s, cmd(K::kAutoClaim, "1-3", 2));
+  port_->Submit(1, s, cmd(K::kReadPending, "0", 10));
+  port_->Submit(1, s, cmd(K::kAck, {}, 0, {"1-1", "1-2"}));
+  port_->Submit(1, s, cmd(K::kPendingPage, "-", 10));
+  port_->Submit(1, s, cmd(K::kClaim, {}, 0, {"1-3"}));
+  {
+    // The entry is needed only during Submit: the args are built there.
+    auto entry = std::make_unique<ReaderEntry>();
+    entry->id = "1-3";
+    entry->fields = {{"k", "v1-3"}};
+    ReaderCommand dl = cmd(K::kDeadLetter);
+    dl.entry = entry.get();
+    dl.error = "boom";
+    dl.attempts = 3;
+    port_->Submit(1, s, dl);
+  }
+  port_->Submit(1, s, cmd(K::kCheckForeign, {}, 1));
+  port_->Start();
+  ASSERT_TRUE(Answered(1, 10, 10s, "token 1's ten commands answered"));
+  ASSERT_TRUE(Answered(2, 2, 10s, "token 2's two commands answered"));
+  const std::vector<Recorder::Answer> a = recorder_.Of(1);
+  ASSERT_EQ(a.size(), 10u);
+  EXPECT_EQ(a[0].reply.kind, ReaderReply::Kind::kError);  // the group exists
+  EXPECT_TRUE(a[0].reply.error.starts_with("BUSYGROUP")) << a[0].reply.error;
+  EXPECT_EQ(a[1].reply.lowest_owner, "c0") << Describe(a[1].reply);
+  EXPECT_EQ(a[1].reply.ids, std::vector<std::string>{"1-1"});
+  EXPECT_EQ(a[2].reply.count, 2) << Describe(a[2].reply);
+  EXPECT_EQ(a[2].reply.cursor, "1-3");
+  EXPECT_EQ(a[3].reply.count, 1) << Describe(a[3].reply);
+  EXPECT_EQ(a[3].reply.cursor, "0-0");
+  ASSERT_EQ(a[4].reply.entries.size(), 3u) << Describe(a[4].reply);
+  EXPECT_EQ(a[4].reply.entries[2].id, "1-3");
+  EXPECT_EQ(a[4].reply.entries[2].fields, (StreamFields{{"k", "v1-3"}}));
+  EXPECT_EQ(a[5].reply.count, 2) << Describe(a[5].reply);
+  EXPECT_EQ(a[6].reply.ids, std::vector<std::string>{"1-3"}) << Describe(a[6].reply);
+  EXPECT_EQ(a[7].reply.count, 1) << Describe(a[7].reply);
+  EXPECT_EQ(a[8].reply.kind, ReaderReply::Kind::kOk) << Describe(a[8].reply);
+  EXPECT_FALSE(a[9].reply.lowest_owner.has_value()) << "nothing pending after the dead letter";
+  const std::vector<Recorder::Answer> b = recorder_.Of(2);
+  EXPECT_EQ(b[0].reply.kind, ReaderReply::Kind::kOk) << Describe(b[0].reply);
+  EXPECT_EQ(b[1].reply.count, 0) << Describe(b[1].reply);
+  // The dead letter carries the entry and where it came from.
+  const rsc::testing::CliReply dlq = cli_->Run({"XRANGE", "s:dlq", "-", "+"});
+  ASSERT_EQ(dlq.elements.size(), 1u) << dlq.ToString();
+  EXPECT_NE(dlq.ToString().find("boom"), std::string::npos) << dlq.ToString();
+  EXPECT_EQ(port_->Stats().commands, 12);
+}
+
+// NOGROUP on one stream of a combined read is that reader's error only.
+TEST_F(ReaderRedisTest, NogroupOnOneStreamErrorsOnlyThatReader) {
+  CreateGroup("a");
+  CreateGroup("c");
+  ASSERT_TRUE(cli_->Run({"XADD", "b", "*", "k", "v"}).ok());  // a stream without the group
+  port_->Submit(1, Config("a"), Live(60000));
+  port_->Submit(2, Config("b"), Live(60000));
+  port_->Submit(3, Config("c"), Live(60000));
+  port_->Start();
+  ASSERT_TRUE(WaitFor([&] { return recorder_.Total() >= 3; }, 5s, "all three answered"));
+  EXPECT_EQ(recorder_.Of(1)[0].reply.kind, ReaderReply::Kind::kNil);
+  const ReaderReply b = recorder_.Of(2)[0].reply;
+  EXPECT_EQ(b.kind, ReaderReply::Kind::kError);
+  EXPECT_TRUE(b.error.starts_with("NOGROUP")) << b.error;
+  EXPECT_EQ(recorder_.Of(3)[0].reply.kind, ReaderReply::Kind::kNil);
+  EXPECT_EQ(port_->Stats().live_reads, 1);
+}
+
+// Two connections whatever the number of shards; both are gone after Stop.
+TEST_F(ReaderRedisTest, UsesTwoConnectionsForAnyNumberOfReaders) {
+  for (int i = 0; i < 64; ++i) CreateGroup(Stream(i));
+  port_->Start();
+  for (int i = 0; i < 64; ++i) {
+    ReaderCommand check;
+    check.kind = ReaderCommandKind::kCheckForeign;
+    check.count = 1;
+    port_->Submit(i, Config(Stream(i)), check);
+    port_->Submit(1000 + i, Config(Stream(i)), Live(60000));
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < 64; ++i) {
+          if (recorder_.Count(i) != 1) return false;
+        }
+        return true;
+      },
+      10s, "the 64 XPENDINGs answered"));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the combined read blocks"));
+  ASSERT_TRUE(WaitFor([&] { return OtherClients().size() == 2; }, 5s,
+                      "the server lists exactly the port's two connections"));
+  EXPECT_EQ(port_->Stats().connections, 2);
+  port_->Stop();
+  EXPECT_EQ(port_->Stats().connections, 0);
+  ASSERT_TRUE(WaitFor([&] { return OtherClients().empty(); }, 5s, "both connections closed"));
+}
+
+TEST_F(ReaderRedisTest, StopWithABlockedReadReturnsQuickly) {
+  CreateGroup("A");
+  port_->Start();
+  port_->Submit(1, Config("A"), Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the read blocks"));
+  const Clock::time_point start = Clock::now();
+  port_->Stop();
+  EXPECT_LT(Clock::now() - start, 5s) << "Stop waited for the 60 s BLOCK";
+  EXPECT_EQ(recorder_.Total(), 0u) << "no answer after Stop";
+  port_->Submit(2, Config("A"), Live(100));  // dropped
+  EXPECT_EQ(recorder_.Total(), 0u);
+}
+
+// A connection killed under the port: the read in flight and the pipeline in flight are
+// answered kTransport, and the next ones reconnect.
+TEST_F(ReaderRedisTest, KilledConnectionsAnswerTransportAndReconnect) {
+  CreateGroup("A");
+  port_->Start();
+  port_->Submit(1, Config("A"), Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the read blocks"));
+  ASSERT_TRUE(cli_->Run({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).ok());
+  ASSERT_TRUE(Answered(1, 1, 5s, "the killed read is answered"));
+  EXPECT_EQ(recorder_.Of(1)[0].reply.kind, ReaderReply::Kind::kTransport)
+      << Describe(recorder_.Of(1)[0].reply);
+  // The live connection comes back for the next read.
+  port_->Submit(1, Config("A"), Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the next read blocks"));
+  const std::string id = Xadd("A", "a");
+  ASSERT_TRUE(Answered(1, 2, 5s, "the entry arrives over the new connection"));
+  EXPECT_EQ(recorder_.Of(1)[1].reply.entries.at(0).id, id);
+  // The command connection: the first command after the kill finds it dead, the next one
+  // reconnects.
+  ReaderCommand check;
+  check.kind = ReaderCommandKind::kCheckForeign;
+  check.count = 1;
+  port_->Submit(2, Config("A"), check);
+  ASSERT_TRUE(Answered(2, 1, 5s, "the XPENDING answered"));
+  ASSERT_TRUE(cli_->Run({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).ok());
+  port_->Submit(2, Config("A"), check);
+  ASSERT_TRUE(Answered(2, 2, 5s, "the XPENDING on the dead connection answered"));
+  EXPECT_EQ(recorder_.Of(2)[1].reply.kind, ReaderReply::Kind::kTransport)
+      << Describe(recorder_.Of(2)[1].reply);
+  port_->Submit(2, Config("A"), check);
+  ASSERT_TRUE(Answered(2, 3, 5s, "the XPENDING after it answered"));
+  EXPECT_EQ(recorder_.Of(2)[2].reply.kind, ReaderReply::Kind::kOk)
+      << Describe(recorder_.Of(2)[2].reply);
+}
+
+// Redis would refuse (or answer twice) a stream named twice in one XREADGROUP: a second
+// reader of the same stream waits for the next read.
+TEST_F(ReaderRedisTest, TwoReadsOfOneStreamGoInTurn) {
+  CreateGroup("A");
+  CreateGroup("B");
+  const std::string first = Xadd("A", "1");
+  port_->Submit(1, Config("A"), Live(60000));
+  port_->Submit(2, Config("A"), Live(60000));
+  port_->Submit(3, Config("B"), Live(60000));
+  port_->Start();
+  ASSERT_TRUE(Answered(1, 1, 5s, "the first reader of A answered"));
+  ASSERT_TRUE(Answered(3, 1, 5s, "the reader of B answered"));
+  ASSERT_EQ(recorder_.Of(1)[0].reply.entries.size(), 1u) << Describe(recorder_.Of(1)[0].reply);
+  EXPECT_EQ(recorder_.Of(1)[0].reply.entries[0].id, first);
+  EXPECT_EQ(recorder_.Of(3)[0].reply.kind, ReaderReply::Kind::kNil);
+  ASSERT_TRUE(WaitFor([&] { return port_->Stats().live_reads == 2 && Blocked(1); }, 10s,
+                      "the second reader of A reads next"));
+  EXPECT_EQ(port_->Stats().live_read_streams, 3);
+  const std::string second = Xadd("A", "2");
+  ASSERT_TRUE(Answered(2, 1, 5s, "the second reader of A gets the next entry"));
+  ASSERT_EQ(recorder_.Of(2)[0].reply.entries.size(), 1u) << Describe(recorder_.Of(2)[0].reply);
+  EXPECT_EQ(recorder_.Of(2)[0].reply.entries[0].id, second);
+}
+
+// Readers of different consumer names (or groups) cannot share an XREADGROUP: one command
+// per (group, consumer name), each delivering to its own name.
+TEST_F(ReaderRedisTest, EachConsumerNameGetsItsOwnRead) {
+  CreateGroup("A");
+  CreateGroup("B");
+  const std::string a = Xadd("A", "a");
+  const std::string b = Xadd("B", "b");
+  ReaderCoreConfig other = Config("B");
+  other.consumer_name = "c2";
+  port_->Submit(1, Config("A"), Live(60000));
+  port_->Submit(2, other, Live(60000));
+  port_->Start();
+  ASSERT_TRUE(Answered(1, 1, 5s, "the reader named c1 answered"));
+  ASSERT_TRUE(Answered(2, 1, 5s, "the reader named c2 answered"));
+  ASSERT_EQ(recorder_.Of(1)[0].reply.entries.size(), 1u) << Describe(recorder_.Of(1)[0].reply);
+  ASSERT_EQ(recorder_.Of(2)[0].reply.entries.size(), 1u) << Describe(recorder_.Of(2)[0].reply);
+  EXPECT_EQ(port_->Stats().live_reads, 2);
+  // Pending for the name each reader read under.
+  EXPECT_NE(cli_->Run({"XPENDING", "A", kGroup}).ToString().find(kConsumer), std::string::npos);
+  EXPECT_NE(cli_->Run({"XPENDING", "B", kGroup}).ToString().find("c2"), std::string::npos);
+}
+
+// A small runtime: an event loop that takes the port's answers, "handles" entries for a
+// random moment and comes back for more, while entries are added to random streams. Readers
+// come back at every point of the blocked read's life (before it is sent, while it blocks,
+// as it returns), so late CLIENT UNBLOCKs hit later reads. Every entry must reach its own
+// reader exactly once and every Submit must get exactly one answer.
+TEST_F(ReaderRedisTest, ReadersComingAndGoingGetEveryEntryExactlyOnce) {
+  constexpr int kReaders = 16;
+  constexpr int kEntries = 300;
+  for (int i = 0; i < kReaders; ++i) CreateGroup(Stream(i));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<uint64_t, ReaderReply>> inbox;
+  port_ = MakePort([&](uint64_t token, ReaderReply reply) {
+    std::lock_guard<std::mutex> lock(mu);
+    inbox.emplace_back(token, std::move(reply));
+    cv.notify_one();
+  });
+  std::vector<bool> outstanding(kReaders, true);
+  // (stream, entry id) -> reader; ids are unique per stream only.
+  std::map<std::pair<std::string, std::string>, int> delivered;
+  std::vector<std::string> failures;
+  std::atomic<size_t> received{0};
+  bool stop = false;
+  std::thread loop([&] {
+    std::mt19937 rng(20240611);
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stop || !inbox.empty(); });
+      if (stop) return;
+      auto [token, reply] = std::move(inbox.front());
+      inbox.pop_front();
+      const int i = static_cast<int>(token);
+      if (!outstanding[i]) failures.push_back("reader " + std::to_string(i) + " answered twice");
+      outstanding[i] = false;
+      if (!reply.ok()) failures.push_back("reader " + std::to_string(i) + ": " + Describe(reply));
+      for (const ReaderEntry& e : reply.entries) {
+        if (!delivered.emplace(std::make_pair(Stream(i), e.id), i).second) {
+          failures.push_back("entry " + e.id + " twice");
+        }
+        ++received;
+      }
+      lock.unlock();
+      // Handling takes a moment (workload, not synchronisation).
+      if (!reply.entries.empty())
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+      lock.lock();
+      outstanding[i] = true;
+      port_->Submit(token, Config(Stream(i)), Live(300 + rng() % 700));
+    }
+  });
+  port_->Start();
+  for (int i = 0; i < kReaders; ++i) port_->Submit(i, Config(Stream(i)), Live(1000));
+  std::mt19937 rng(7);
+  std::map<std::pair<std::string, std::string>, int> added;
+  for (int n = 0; n < kEntries; ++n) {
+    const int i = static_cast<int>(rng() % kReaders);
+    added.emplace(std::make_pair(Stream(i), Xadd(Stream(i), std::to_string(n))), i);
+    if (n % 20 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 20));
+  }
+  const bool all = static_cast<bool>(
+      WaitFor([&] { return received.load() >= kEntries; }, 30s, "every entry delivered"));
+  port_->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_one();
+  loop.join();
+  EXPECT_TRUE(all);
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  EXPECT_EQ(delivered, added) << "each entry reached the reader of its stream";
+  const ReaderRedisStats stats = port_->Stats();
+  EXPECT_GT(stats.unblocks, 0) << "readers came back while a read was blocked";
+  EXPECT_LT(stats.live_reads, stats.live_read_streams) << "reads were combined";
+}
+
+}  // namespace
+}  // namespace rsc::client
