@@ -6,18 +6,36 @@
 
 namespace rsc::sim {
 
+namespace {
+
+client::ProducerRuntimeOptions RuntimeOptions(Services& env, const ProducerParams& p) {
+  client::ProducerRuntimeOptions o;
+  o.stream = p.group.stream;
+  o.group = p.group.group;
+  o.endpoint_count = p.endpoint_count;
+  o.first_endpoint = static_cast<int>(env.world().rng().Uniform(0, p.endpoint_count - 1));
+  o.endpoint_backoff_ms = 100;
+  o.core = client::ProducerCoreOptions{100, 5000, 50};
+  return o;
+}
+
+}  // namespace
+
 SimProducer::SimProducer(Services& env, const ProducerParams& params, ProducerSlot& slot)
     : env_(env),
       p_(params),
       slot_(slot),
       name_(fmt::format("{}#{}", slot.node, ++slot.incarnations)),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
-      core_(client::ProducerCoreOptions{100, 5000, 50}) {
-  if (slot_.version_store) core_.SeedObserved(slot_.stored);
-  endpoint_ = static_cast<int>(env.world().rng().Uniform(0, params.endpoint_count - 1));
+      runtime_(RuntimeOptions(env, params), this) {
+  if (slot_.version_store) runtime_.SeedObserved(slot_.stored);
 }
 
 TimeMs SimProducer::LocalNow() const { return env_.world().now() + offset_; }
+
+TimeMs SimProducer::NowMs(bool /*round_up*/) { return LocalNow(); }
+
+double SimProducer::Random() { return env_.world().rng().Unit(); }
 
 HistEvent SimProducer::Event(HistKind kind) const {
   HistEvent e;
@@ -28,7 +46,7 @@ HistEvent SimProducer::Event(HistKind kind) const {
 
 void SimProducer::Start() {
   env_.world().Emit(Event(HistKind::kStart));
-  OnTimer();
+  Tick();
   SchedulePublish();
 }
 
@@ -45,11 +63,17 @@ void SimProducer::JumpClock(TimeMs forward_ms) {
   offset_ += forward_ms;
   env_.world().Fault("skew",
                      fmt::format("{} monotonic clock jumps {} ms forward", name_, forward_ms));
-  OnTimer();
+  Tick();
+}
+
+void SimProducer::Tick() {
+  if (dead_) return;
+  runtime_.Tick();
+  ArmTimer();
 }
 
 void SimProducer::ArmTimer() {
-  const std::optional<TimeMs> next = core_.NextWakeMs();
+  const std::optional<TimeMs> next = runtime_.NextWakeupMs();
   if (!next) {
     timer_at_.reset();
     ++timer_gen_;
@@ -63,88 +87,60 @@ void SimProducer::ArmTimer() {
   w.At(at, [this, gen] {
     if (dead_ || gen != timer_gen_) return;
     timer_at_.reset();
-    OnTimer();
+    Tick();
   });
 }
 
-void SimProducer::OnTimer() {
-  if (dead_) return;
-  if (std::optional<client::RefreshRouting> r = core_.Tick(LocalNow())) {
-    StartRefresh(r->observed, endpoint_, 0);
-  }
-  ArmTimer();
-}
+// ── HTTP: the simulated network, with the client's timeout ─────────────────────────
 
-void SimProducer::StartRefresh(const ObservedVersion& observed, int endpoint, int attempt) {
-  const uint64_t id = ++refresh_seq_;
-  refresh_ = Refresh{id, LocalNow(), endpoint, attempt, observed};
+void SimProducer::Http(uint64_t call, const client::HttpCall& request) {
   HttpRequest req;
-  req.method = "GET";
-  req.target = fmt::format("/v1/groups/{}/{}/routing?observedVersion={}", p_.group.stream,
-                           p_.group.group, observed.metadata_version);
-  if (!observed.lineage.empty()) req.target += "&lineage=" + observed.lineage;  // hex: no escaping
-  env_.SendHttp(slot_.node, endpoint, std::move(req), [this, id](const HttpResponse& resp) {
-    if (!dead_) OnRefreshOutcome(id, &resp);
-  });
-  env_.world().After(p_.http_timeout_ms, [this, id] {
-    if (!dead_) OnRefreshOutcome(id, nullptr);
+  req.method = request.method;
+  req.target = request.target;
+  req.body = request.body;
+  const std::string where = fmt::format("coordinator-{}", request.endpoint);
+  http_in_flight_.insert(call);
+  auto outcome = [this, call](client::HttpOutcome o) {
+    if (dead_ || http_in_flight_.erase(call) == 0) return;  // late: already timed out
+    World& w = env_.world();
+    const int64_t adopted = runtime_.core().Metrics(LocalNow()).sync_adoptions;
+    runtime_.OnHttp(call, std::move(o));
+    if (runtime_.core().Metrics(LocalNow()).sync_adoptions > adopted) {
+      w.probes().Hit("routing_sync_adopted");
+    }
+    if (slot_.version_store) slot_.stored = runtime_.core().observed();
+    ArmTimer();
+  };
+  env_.SendHttp(slot_.node, request.endpoint, std::move(req),
+                [outcome, where](const HttpResponse& resp) {
+                  outcome(client::HttpOutcome{resp.status, resp.body,
+                                              resp.status == 0 ? "connection failed" : "", where});
+                });
+  env_.world().After(p_.http_timeout_ms, [outcome, where] {
+    outcome(client::HttpOutcome{0, "", "timed out", where});
   });
 }
 
-void SimProducer::OnRefreshOutcome(uint64_t id, const HttpResponse* resp) {
-  if (!refresh_ || refresh_->id != id) return;
-  const Refresh r = *refresh_;
-  refresh_.reset();
-  World& w = env_.world();
-  std::string error = "timeout";
-  bool next_at_once = false;
-  bool give_up = false;
-  if (resp != nullptr && resp->status == 200) {
-    Result<RoutingResponse> parsed = ParseRoutingResponse(resp->body);
-    if (parsed.ok()) {
-      // The grant as the coordinator made it (S5 judges publishes against it), before any
-      // mutant tampers with the answer.
-      HistEvent g = Event(HistKind::kRouting);
-      g.sent_us = (r.sent_local - offset_) * 1000;
-      g.grant_ms = parsed->routing_lease_ms;
-      g.version = parsed->metadata_version;
-      g.lineage = parsed->lineage;
-      w.Emit(std::move(g));
-      w.mutant().OnRoutingAnswer(*parsed);
-      const int64_t adopted = core_.Metrics(LocalNow()).sync_adoptions;
-      core_.OnRoutingResponse(*parsed, r.sent_local, LocalNow());
-      if (core_.Metrics(LocalNow()).sync_adoptions > adopted) {
-        w.probes().Hit("routing_sync_adopted");
-      }
-      endpoint_ = r.endpoint;
-      if (slot_.version_store) slot_.stored = core_.observed();
-      ArmTimer();
-      return;
-    }
-    error = parsed.error().message;
-  } else if (resp != nullptr && resp->status == 0) {
-    error = "connection failed";
-  } else if (resp != nullptr) {
-    Result<ErrorBody> body = ParseErrorBody(resp->body);
-    error = body.ok() ? body->error : fmt::format("HTTP {}", resp->status);
-    give_up = resp->status < 500;  // 4xx: every coordinator would say the same
-    next_at_once = body.ok() && body->code == ErrorCode::kCoordinatorTerminating;
-  }
-  if (!give_up && r.attempt + 1 < p_.endpoint_count) {
-    // C6: the next endpoint, after a short jittered pause unless it was a 503 TERMINATING.
-    const int next = (r.endpoint + 1) % p_.endpoint_count;
-    const TimeMs pause = next_at_once ? 0 : w.rng().Uniform(50, 150);
-    refresh_ = Refresh{0, 0, next, r.attempt + 1, r.observed};  // keeps the round "in flight"
-    w.After(pause, [this, observed = r.observed, next, attempt = r.attempt + 1] {
-      if (dead_ || !refresh_ || refresh_->id != 0) return;
-      StartRefresh(observed, next, attempt);
-    });
-    return;
-  }
-  endpoint_ = (r.endpoint + 1) % p_.endpoint_count;
-  core_.OnRoutingFailure(LocalNow(), "routing refresh failed: " + error, w.rng().Unit());
-  ArmTimer();
+void SimProducer::SaveVersion(const ObservedVersion& version) {
+  if (slot_.version_store) slot_.stored = version;
 }
+
+void SimProducer::ObserveRouting(const RoutingResponse& answer, TimeMs sent_ms) {
+  // The grant as the coordinator made it (S5 judges publishes against it), before any mutant
+  // tampers with the answer.
+  HistEvent g = Event(HistKind::kRouting);
+  g.sent_us = (sent_ms - offset_) * 1000;
+  g.grant_ms = answer.routing_lease_ms;
+  g.version = answer.metadata_version;
+  g.lineage = answer.lineage;
+  env_.world().Emit(std::move(g));
+}
+
+void SimProducer::BeforeRouting(RoutingResponse& answer) {
+  env_.world().mutant().OnRoutingAnswer(answer);
+}
+
+// ── the workload ──────────────────────────────────────────────────────────────────
 
 void SimProducer::SchedulePublish() {
   World& w = env_.world();
@@ -163,22 +159,22 @@ void SimProducer::PublishOne() {
   int64_t& next = slot_.next_seq[key];
   if (next == 0) next = 1;
   const int64_t seq = next;
-  client::RouteResult route = core_.Route(key, LocalNow());
-  ArmTimer();  // Route may have asked for a refresh (PR2)
+  ProducerResult<client::RouteTarget> route = std::move(runtime_.Route({key}).front());
+  Tick();  // Route may have asked for a refresh (PR2)
   if (!route.ok()) {
-    if (route.error().kind == client::RouteErrorKind::kRoutingExpired) {
+    if (route.error().code == ProducerErrorCode::kRoutingExpired) {
       w.probes().Hit("publish_refused_expired");
     }
     HistEvent e = Event(HistKind::kPublishRefused);
     e.key = key;
     e.seq = seq;
-    e.detail = std::string(client::RouteErrorKindName(route.error().kind));
+    e.detail = std::string(ProducerErrorCodeName(route.error().code));
     w.Emit(std::move(e));
     return;
   }
   const client::RouteTarget target = route.value();
   const TimeMs sent = w.now();
-  const std::optional<TimeMs> lease_end = core_.lease_end();
+  const std::optional<TimeMs> lease_end = runtime_.core().lease_end();
   const int64_t lease_end_us = lease_end ? (*lease_end - offset_) * 1000 : -1;
   in_flight_.insert(key);
   StreamEntry fields;
@@ -194,17 +190,23 @@ void SimProducer::PublishOne() {
       [this, key, seq, sent, target, lease_end_us](const StreamReply& reply) {
         if (dead_) return;
         in_flight_.erase(key);
-        if (!reply.ok()) {
-          if (reply.error.rfind(kConnError, 0) == 0) conn_epoch_ = 0;
-          return;  // unknown or failed: the same (key, seq) is published again later
-        }
+        const bool no_reply = !reply.ok() && reply.error.rfind(kConnError, 0) == 0;
+        if (no_reply) conn_epoch_ = 0;  // reconnect next time
+        const ProducerResult<std::string> outcome = client::ProducerRuntime::PublishOutcome(
+            client::XaddReply{reply.ok() ? client::XaddReply::Kind::kId
+                              : no_reply ? client::XaddReply::Kind::kNoReply
+                                         : client::XaddReply::Kind::kError,
+                              reply.ok() ? reply.added.str() : reply.error},
+            target.stream);
+        // Unknown or refused: the same (key, seq) is published again later.
+        if (!outcome.ok()) return;
         ++slot_.next_seq[key];
         HistEvent e = Event(HistKind::kPublish);
         e.key = key;
         e.seq = seq;
         e.shard = target.shard;
         e.stream = target.stream;
-        e.id = reply.added.str();
+        e.id = outcome.value();
         e.version = target.metadata_version;
         e.lease_end_us = lease_end_us;
         env_.world().EmitAt(std::move(e), sent);

@@ -1,8 +1,10 @@
 #pragma once
-// SimProducer: one incarnation of a producer process — the REAL ProducerCore (routing cache,
-// lease, PR1–PR5) driven by a simulated runtime that mirrors src/client/producer.cc:
-// routing refreshes over HTTP tried endpoint by endpoint (C6), XADD to the routed shard's
-// stream, and a local monotonic clock that only jumps forward.
+// SimProducer: one incarnation of a producer process — the library's producer runtime as
+// shipped (client::ProducerRuntime: the ProducerCore's routing cache and lease, PR1–PR5,
+// refresh rounds endpoint by endpoint, C6, routing at one instant, what an XADD's reply
+// means) over simulated ports: the simulated HTTP network with the client's timeout, XADD on
+// the simulated Redis, and a local monotonic clock that only jumps forward. This file holds
+// only those ports, the workload below and the history recording.
 //
 // The workload: a few keys per producer, each with its own sequence number; a key's next
 // message is published only once the previous one was acknowledged (a failed or unknown
@@ -19,7 +21,7 @@
 #include <set>
 #include <string>
 
-#include "client/producer_core.h"
+#include "client/producer_runtime.h"
 #include "sim/services.h"
 
 namespace rsc::sim {
@@ -42,7 +44,7 @@ struct ProducerSlot {
   std::map<std::string, int64_t> next_seq;  // per key: next sequence number to publish
 };
 
-class SimProducer {
+class SimProducer : public client::ProducerPorts {
  public:
   SimProducer(Services& env, const ProducerParams& params, ProducerSlot& slot);
   SimProducer(const SimProducer&) = delete;
@@ -55,21 +57,19 @@ class SimProducer {
   bool dead() const { return dead_; }
   const std::string& name() const { return name_; }
 
- private:
-  struct Refresh {
-    uint64_t id = 0;
-    TimeMs sent_local = 0;
-    int endpoint = 0;
-    int attempt = 0;
-    ObservedVersion observed;
-  };
+  // ── client::ProducerPorts ──
+  TimeMs NowMs(bool round_up) override;
+  void Http(uint64_t call, const client::HttpCall& request) override;
+  double Random() override;
+  void SaveVersion(const ObservedVersion& version) override;
+  void ObserveRouting(const RoutingResponse& answer, TimeMs sent_ms) override;
+  void BeforeRouting(RoutingResponse& answer) override;
 
+ private:
   TimeMs LocalNow() const;
   HistEvent Event(HistKind kind) const;
+  void Tick();
   void ArmTimer();
-  void OnTimer();
-  void StartRefresh(const ObservedVersion& observed, int endpoint, int attempt);
-  void OnRefreshOutcome(uint64_t id, const HttpResponse* resp);
   void SchedulePublish();
   void PublishOne();
 
@@ -78,12 +78,10 @@ class SimProducer {
   ProducerSlot& slot_;
   const std::string name_;
   TimeMs offset_;
-  client::ProducerCore core_;
+  client::ProducerRuntime runtime_;
   bool dead_ = false;
   bool publishing_ = true;
-  std::optional<Refresh> refresh_;
-  uint64_t refresh_seq_ = 0;
-  int endpoint_ = 0;
+  std::set<uint64_t> http_in_flight_;
   uint64_t timer_gen_ = 0;
   std::optional<TimeMs> timer_at_;
   std::set<std::string> in_flight_;  // keys with an XADD outstanding

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "client/http_transport.h"  // PercentEncode
 #include "core/protocol_json.h"
 
 namespace rsc::client {

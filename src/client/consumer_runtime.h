@@ -37,27 +37,12 @@
 
 #include "client/consumer_core.h"
 #include "client/reader_core.h"
+#include "client/runtime_ports.h"
 #include "core/protocol.h"
 #include "rsc/consumer.h"
 #include "rsc/version_store.h"
 
 namespace rsc::client {
-
-// One HTTP request to coordinator endpoint `endpoint` (an index into the driver's list).
-struct HttpCall {
-  int endpoint = 0;
-  std::string method;
-  std::string target;
-  std::string body;
-};
-
-// Its outcome: status 0 = no answer (connect failure, reset, timeout: UNKNOWN_RESULT, C6).
-struct HttpOutcome {
-  int status = 0;
-  std::string body;
-  std::string error;  // status 0: why
-  std::string where;  // the endpoint, for messages
-};
 
 // Why a reader is abandoned (its release detail, and the simulator's probes).
 enum class AbandonCause { kLeaseEnd, kFenced, kOther, kShutdown };

@@ -18,18 +18,6 @@
 
 namespace rsc::client {
 
-std::string PercentEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;

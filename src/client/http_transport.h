@@ -20,10 +20,9 @@
 #include <utility>
 #include <vector>
 
-namespace rsc::client {
+#include "client/runtime_ports.h"  // PercentEncode
 
-// Percent-encodes one URL path segment or query value (RFC 3986 unreserved kept).
-std::string PercentEncode(std::string_view s);
+namespace rsc::client {
 
 // Local monotonic milliseconds: the clock the client cores' leases are measured in.
 inline int64_t SteadyNowMs() {

@@ -1,7 +1,9 @@
-// The producer runtime (the shell around ProducerCore): a refresh thread that performs
-// the core's RefreshRouting actions over HTTP, and XADDs over one hiredis connection.
+// The producer as the library runs it: client::ProducerRuntime (the runtime the simulator runs
+// too: refresh rounds over the endpoints, routing, what an XADD's reply means) over
+// production ports — a refresh thread that performs its HTTP requests with the HTTP
+// transport, and XADDs pipelined per shard over one hiredis connection.
 //
-// Locks: `redis_mu_` serializes use of the Redis connection; `mu_` guards the core and the
+// Locks: `redis_mu_` serializes use of the Redis connection; `mu_` guards the runtime and the
 // refresh state. Order: redis_mu_ before mu_. The refresh thread takes only mu_ and never
 // holds it during I/O; publishes hold mu_ only to route.
 
@@ -24,33 +26,12 @@
 
 #include "client/http_transport.h"
 #include "client/producer_core.h"
+#include "client/producer_runtime.h"
 #include "client/redis_conn.h"
 #include "core/protocol.h"
 #include "core/protocol_json.h"
 
 namespace rsc {
-
-std::string_view ProducerErrorCodeName(ProducerErrorCode code) {
-  switch (code) {
-    case ProducerErrorCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case ProducerErrorCode::kNoRouting:
-      return "NO_ROUTING";
-    case ProducerErrorCode::kRoutingExpired:
-      return "ROUTING_EXPIRED";
-    case ProducerErrorCode::kStaleRouting:
-      return "STALE_ROUTING";
-    case ProducerErrorCode::kRedisError:
-      return "REDIS_ERROR";
-    case ProducerErrorCode::kRedisUnavailable:
-      return "REDIS_UNAVAILABLE";
-    case ProducerErrorCode::kUnknownResult:
-      return "UNKNOWN_RESULT";
-    case ProducerErrorCode::kClosed:
-      return "CLOSED";
-  }
-  return "UNKNOWN";
-}
 
 namespace {
 
@@ -74,18 +55,6 @@ using client::RedisConn;
 using client::RedisTarget;
 using ReplyPtr = client::RedisReplyPtr;
 
-ProducerError FromRouteError(const client::RouteError& e) {
-  switch (e.kind) {
-    case RouteErrorKind::kNoRouting:
-      return Err(ProducerErrorCode::kNoRouting, e.message);
-    case RouteErrorKind::kRoutingExpired:
-      return Err(ProducerErrorCode::kRoutingExpired, e.message);
-    case RouteErrorKind::kStaleRouting:
-      return Err(ProducerErrorCode::kStaleRouting, e.message);
-  }
-  return Err(ProducerErrorCode::kNoRouting, e.message);
-}
-
 std::vector<std::string> XaddArgs(const std::string& stream, const StreamFields& fields) {
   std::vector<std::string> args{"XADD", stream, "*"};
   for (const auto& [f, v] : fields) {
@@ -97,12 +66,20 @@ std::vector<std::string> XaddArgs(const std::string& stream, const StreamFields&
 
 }  // namespace
 
-class Producer::Impl {
+class Producer::Impl : public client::ProducerPorts {
  public:
   Impl(ProducerOptions options, std::vector<HttpEndpoint> endpoints, RedisTarget redis)
       : options_(std::move(options)),
-        core_(client::ProducerCoreOptions{options_.retry_initial.count(),
-                                          options_.retry_max.count(), 50}),
+        runtime_(
+            client::ProducerRuntimeOptions{
+                .stream = options_.stream,
+                .group = options_.group,
+                .endpoint_count = static_cast<int>(endpoints.size()),
+                .first_endpoint = 0,
+                .endpoint_backoff_ms = options_.endpoint_backoff.count(),
+                .core = client::ProducerCoreOptions{options_.retry_initial.count(),
+                                                    options_.retry_max.count(), 50}},
+            this),
         redis_(std::move(redis), options_.redis_timeout),
         rng_(std::random_device{}()) {
     for (HttpEndpoint& ep : endpoints) {
@@ -110,12 +87,11 @@ class Producer::Impl {
     }
   }
 
-  ~Impl() { Close(); }
+  ~Impl() override { Close(); }
 
   void SeedObserved(const ObservedVersion& v) {
     std::lock_guard<std::mutex> lock(mu_);
-    core_.SeedObserved(v);
-    saved_ = core_.observed();
+    runtime_.SeedObserved(v);
   }
 
   void Start() {
@@ -134,38 +110,39 @@ class Producer::Impl {
     redis_.Reset();
   }
 
+  // ── client::ProducerPorts (called under mu_) ──
+  TimeMs NowMs(bool round_up) override {
+    return round_up ? client::SteadyNowMsCeil() : SteadyNowMs();
+  }
+  // Performed by the refresh thread once mu_ is released (RefreshLoop).
+  void Http(uint64_t call, const client::HttpCall& request) override {
+    pending_http_.emplace(call, request);
+  }
+  double Random() override { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+  void SaveVersion(const ObservedVersion& version) override { pending_save_ = version; }
+
   bool WaitForRouting(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return closed_ || core_.has_routing(); }) &&
-           core_.has_routing();
+    return cv_.wait_for(lock, timeout, [&] { return closed_ || runtime_.has_routing(); }) &&
+           runtime_.has_routing();
   }
 
   // Routes all keys at one instant. Waits for the first routing if there is none yet.
   // Requires redis_mu_ held by the caller (so the lease is checked right before sending).
   std::vector<ProducerResult<RouteTarget>> RouteAll(const std::vector<std::string_view>& keys) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!core_.has_routing() && !closed_) {
+    if (!runtime_.has_routing() && !closed_) {
       cv_.wait_for(lock, options_.first_routing_wait,
-                   [&] { return closed_ || core_.has_routing(); });
+                   [&] { return closed_ || runtime_.has_routing(); });
     }
-    std::vector<ProducerResult<RouteTarget>> out;
     if (closed_) {
-      out.assign(keys.size(), Err(ProducerErrorCode::kClosed, "producer is closed"));
-      return out;
+      return std::vector<ProducerResult<RouteTarget>>(
+          keys.size(), Err(ProducerErrorCode::kClosed, "producer is closed"));
     }
-    // Rounded up: a route granted now leaves the XADD inside the routing lease (PR5).
-    const TimeMs now = client::SteadyNowMsCeil();
-    bool wake = false;
-    for (std::string_view key : keys) {
-      RouteResult r = core_.Route(key, now);
-      if (r.ok()) {
-        out.emplace_back(r.value());
-        continue;
-      }
-      if (r.error().kind == RouteErrorKind::kStaleRouting) wake = true;
-      if (r.error().kind == RouteErrorKind::kRoutingExpired) ++refused_expired_;
-      out.emplace_back(FromRouteError(r.error()));
-    }
+    std::vector<ProducerResult<RouteTarget>> out = runtime_.Route(keys);
+    const bool wake = std::any_of(out.begin(), out.end(), [](const auto& r) {
+      return !r.ok() && r.error().code == ProducerErrorCode::kStaleRouting;
+    });
     lock.unlock();
     if (wake) cv_.notify_all();  // PR2: the refresh thread re-evaluates at once
     return out;
@@ -226,28 +203,23 @@ class Producer::Impl {
           continue;
         }
         ReplyPtr r = redis_.Read();
+        client::XaddReply reply;
         if (!r) {
           broken = true;
-          results[i] = Err(ProducerErrorCode::kUnknownResult,
-                           fmt::format("XADD to {} sent, no reply ({}): the entry may or may "
-                                       "not exist",
-                                       routes[i].value().stream, redis_.TransportError()));
+          reply = {client::XaddReply::Kind::kNoReply, redis_.TransportError()};
         } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
-          results[i] = std::string(r->str, r->len);
-          if (options_.on_publish) {
-            const RouteTarget& route = routes[i].value();
-            ReportPublished(PublishEvent{std::string(keys[i]), *fields[i], route.shard,
-                                         route.stream, results[i].value(), route.metadata_version,
-                                         sent_us, SteadyNowUs(), route.lease_end_ms * 1000});
-          }
+          reply = {client::XaddReply::Kind::kId, std::string(r->str, r->len)};
         } else if (r->type == REDIS_REPLY_ERROR) {
-          results[i] = Err(ProducerErrorCode::kRedisError,
-                           fmt::format("XADD to {} refused: {}", routes[i].value().stream,
-                                       std::string(r->str, r->len)));
+          reply = {client::XaddReply::Kind::kError, std::string(r->str, r->len)};
         } else {
-          results[i] = Err(ProducerErrorCode::kRedisError,
-                           fmt::format("XADD to {}: unexpected reply type {}",
-                                       routes[i].value().stream, r->type));
+          reply = {client::XaddReply::Kind::kUnexpected, std::to_string(r->type)};
+        }
+        const RouteTarget& route = routes[i].value();
+        results[i] = client::ProducerRuntime::PublishOutcome(reply, route.stream);
+        if (results[i].ok() && options_.on_publish) {
+          ReportPublished(PublishEvent{std::string(keys[i]), *fields[i], route.shard, route.stream,
+                                       results[i].value(), route.metadata_version, sent_us,
+                                       SteadyNowUs(), route.lease_end_ms * 1000});
         }
       }
     }
@@ -267,11 +239,12 @@ class Producer::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     // The clock Publish decides with (rounded up): a refused publish never sits next to a
     // metric that still shows lease left (seen as 1 ms remaining on a loaded machine).
-    const client::ProducerCoreMetrics m = core_.Metrics(client::SteadyNowMsCeil());
+    const client::ProducerCore& core = runtime_.core();
+    const client::ProducerCoreMetrics m = core.Metrics(client::SteadyNowMsCeil());
     ProducerMetrics out;
     out.has_routing = m.has_routing;
     out.metadata_version = m.metadata_version;
-    out.shard_count = core_.has_routing() ? core_.routing()->shard_count : 0;
+    out.shard_count = core.has_routing() ? core.routing()->shard_count : 0;
     out.routing_cache_age_ms = m.cache_age_ms;
     out.lease_remaining_ms = m.lease_remaining_ms;
     out.refresh_failures = m.refresh_failures;
@@ -280,129 +253,69 @@ class Producer::Impl {
     out.sync_adoptions = m.sync_adoptions;
     out.publishes_ok = publishes_ok_.load();
     out.publishes_failed = publishes_failed_.load();
-    out.publishes_refused_expired = refused_expired_;
-    out.last_refresh_error = core_.last_refresh_error();
-    out.current_endpoint = transports_[current_]->endpoint().ToString();
+    out.publishes_refused_expired = runtime_.refused_expired();
+    out.last_refresh_error = core.last_refresh_error();
+    out.current_endpoint = transports_[runtime_.current_endpoint()]->endpoint().ToString();
     return out;
   }
 
  private:
-  struct Outcome {
-    std::optional<RoutingResponse> response;
-    TimeMs sent_at = 0;
-    std::string error;
-  };
-
+  // The refresh thread: runs the runtime's timers and performs its HTTP requests and version
+  // saves outside mu_.
   void RefreshLoop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!closed_) {
-      std::optional<client::RefreshRouting> action = core_.Tick(SteadyNowMs());
-      if (!action) {
-        std::optional<TimeMs> wake = core_.NextWakeMs();
-        const TimeMs wait = wake ? std::max<TimeMs>(1, *wake - SteadyNowMs()) : 1000;
-        cv_.wait_for(lock, std::chrono::milliseconds(wait));
+      runtime_.Tick();
+      if (pending_http_) {
+        const auto [call, request] = std::move(*pending_http_);
+        pending_http_.reset();
+        lock.unlock();
+        HttpTransport& t = *transports_[static_cast<size_t>(request.endpoint)];
+        const HttpReply reply = t.Request(request.method, request.target, request.body);
+        lock.lock();
+        runtime_.OnHttp(call, client::HttpOutcome{reply.status, reply.body, reply.error,
+                                                  t.endpoint().ToString()});
+        cv_.notify_all();  // publishers waiting for the first routing
+        SaveVersion(lock);
         continue;
       }
-      lock.unlock();
-      Outcome outcome = RefreshOnce(action->observed);
-      const double jitter = std::uniform_real_distribution<double>(0, 1)(rng_);
-      lock.lock();
-      if (outcome.response) {
-        core_.OnRoutingResponse(*outcome.response, outcome.sent_at, SteadyNowMs());
-      } else {
-        core_.OnRoutingFailure(SteadyNowMs(), std::move(outcome.error), jitter);
-      }
-      const ObservedVersion observed = core_.observed();
-      cv_.notify_all();  // publishers waiting for the first routing
-      if (options_.version_store && observed != saved_) {
-        lock.unlock();
-        std::string error;
-        const bool saved =
-            options_.version_store->Save(options_.stream, options_.group, observed, &error);
-        lock.lock();
-        // A failed save is retried after the next refresh; the in-memory value still rules.
-        if (saved) saved_ = observed;
-      }
+      const std::optional<TimeMs> wake = runtime_.NextWakeupMs();
+      const TimeMs wait = wake ? std::clamp<TimeMs>(*wake - SteadyNowMs(), 1, 1000) : 1000;
+      cv_.wait_for(lock, std::chrono::milliseconds(wait));
     }
   }
 
-  // Interruptible pause of the refresh thread (Close() wakes it).
-  void Pause(std::chrono::milliseconds d) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, d, [&] { return closed_; });
+  // C5 (outside mu_): a failed save is retried after the next refresh; the in-memory value
+  // still rules.
+  void SaveVersion(std::unique_lock<std::mutex>& lock) {
+    if (!pending_save_ || !options_.version_store) return;
+    const ObservedVersion v = *pending_save_;
+    lock.unlock();
+    std::string error;
+    const bool saved = options_.version_store->Save(options_.stream, options_.group, v, &error);
+    lock.lock();
+    if (saved && pending_save_ == v) pending_save_.reset();
   }
+
   bool IsClosed() {
     std::lock_guard<std::mutex> lock(mu_);
     return closed_;
   }
 
-  // One refresh round: every endpoint at most once, starting with the last good one.
-  Outcome RefreshOnce(const ObservedVersion& observed) {
-    std::string target = "/v1/groups/" + PercentEncode(options_.stream) + "/" +
-                         PercentEncode(options_.group) +
-                         "/routing?observedVersion=" + std::to_string(observed.metadata_version);
-    if (!observed.lineage.empty()) target += "&lineage=" + PercentEncode(observed.lineage);
-    std::vector<std::string> errors;
-    const size_t n = transports_.size();
-    for (size_t attempt = 0; attempt < n && !IsClosed(); ++attempt) {
-      const size_t index = (current_.load() + attempt) % n;
-      HttpTransport& t = *transports_[index];
-      const TimeMs sent_at = SteadyNowMs();
-      HttpReply reply = t.Request("GET", target, "");
-      std::string error;
-      bool next_at_once = false;
-      if (reply.status == 200) {
-        Result<RoutingResponse> parsed = ParseRoutingResponse(reply.body);
-        if (parsed.ok()) {
-          current_ = index;
-          return Outcome{std::move(parsed).value(), sent_at, ""};
-        }
-        error = parsed.error().message;
-      } else if (reply.status == 0) {
-        error = reply.error;
-      } else {
-        Result<ErrorBody> body = ParseErrorBody(reply.body);
-        const std::string code = body.ok() ? body->error : "HTTP_" + std::to_string(reply.status);
-        error = fmt::format("HTTP {} {}: {}", reply.status, code,
-                            body.ok() ? body->message : reply.body.substr(0, 200));
-        if (reply.status < 500) {
-          // 4xx (GROUP_NOT_FOUND, INVALID_REQUEST): every coordinator would say the same.
-          return Outcome{std::nullopt, sent_at,
-                         fmt::format("{} from {}", error, t.endpoint().ToString())};
-        }
-        next_at_once = code == "COORDINATOR_TERMINATING";
-      }
-      errors.push_back(fmt::format("{}: {}", t.endpoint().ToString(), error));
-      if (attempt + 1 < n && !next_at_once) {
-        // C6: bounded backoff with jitter before the next endpoint.
-        const auto base = options_.endpoint_backoff.count();
-        Pause(std::chrono::milliseconds(
-            base / 2 + static_cast<int64_t>(std::uniform_real_distribution<double>(0, 1)(rng_) *
-                                            static_cast<double>(base))));
-      }
-    }
-    if (!errors.empty()) current_ = (current_.load() + 1) % n;
-    std::string joined;
-    for (const std::string& e : errors) joined += (joined.empty() ? "" : "; ") + e;
-    return Outcome{std::nullopt, SteadyNowMs(),
-                   "routing refresh failed on every coordinator endpoint: " + joined};
-  }
-
   const ProducerOptions options_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;   // routing changes, close, PR2 wake-ups (with mu_)
-  ProducerCore core_;            // guarded by mu_
-  bool closed_ = false;          // guarded by mu_
-  ObservedVersion saved_;        // guarded by mu_: last value written to the version store
-  int64_t refused_expired_ = 0;  // guarded by mu_
+  std::condition_variable cv_;       // routing changes, close, PR2 wake-ups (with mu_)
+  client::ProducerRuntime runtime_;  // guarded by mu_
+  bool closed_ = false;              // guarded by mu_
+  std::optional<std::pair<uint64_t, client::HttpCall>> pending_http_;  // guarded by mu_
+  std::optional<ObservedVersion> pending_save_;                        // guarded by mu_
 
   std::mutex redis_mu_;
   RedisConn redis_;  // guarded by redis_mu_
 
-  // Used by the refresh thread only.
+  // Used by the refresh thread only (rng_: under mu_).
   std::vector<std::unique_ptr<HttpTransport>> transports_;
-  std::atomic<size_t> current_{0};  // index of the endpoint to try first (read by Metrics)
   std::mt19937_64 rng_;
   std::thread thread_;
 
