@@ -90,6 +90,8 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"leave_answered_sync", "a leave reporting a version Redis lost was answered SYNC", false},
       {"abandoned_with_read_in_flight", "a shard was abandoned while its read was in flight",
        false},
+      {"abandoned_released_after_clock_jump",
+       "an abandoned reader ended after its consumer's clock jumped", false},
       {"stale_deadline_kept", "a liveness write would have lowered a deadline; it was kept", false},
       {"stale_revoke_ignored", "a REVOKED report older than its revoke released nothing", false},
       {"round_ended_by_heartbeat", "a heartbeat's own write ended a correction round", false},

@@ -144,6 +144,7 @@ void SimConsumer::Shutdown() {
 void SimConsumer::JumpClock(TimeMs forward_ms) {
   if (dead_ || forward_ms <= 0) return;
   offset_ += forward_ms;
+  ++clock_jumps_;
   env_.world().Fault("skew",
                      fmt::format("{} monotonic clock jumps {} ms forward", name_, forward_ms));
   runtime_.Tick();
@@ -180,10 +181,12 @@ void SimConsumer::AfterInput() {
 // ended now at the latest; a negative lease end would read as "unbounded".
 void SimConsumer::RecordLeases() {
   const int64_t now_us = env_.world().now() * 1000;
-  const std::optional<TimeMs> last = runtime_.last_lease_end();
-  const int64_t member_us = last ? std::min(GlobalUs(*last), now_us) : -1;
-  const int64_t current_us =
-      runtime_.core().lease_end() ? GlobalUs(*runtime_.core().lease_end()) : member_us;
+  if (const std::optional<TimeMs> end = runtime_.core().lease_end()) {
+    last_lease_us_ = GlobalUs(*end);
+  } else if (last_lease_us_ >= 0) {
+    last_lease_us_ = std::min(last_lease_us_, now_us);
+  }
+  const int64_t current_us = last_lease_us_;
   for (const client::ReaderInfo& r : runtime_.Readers()) {
     if (!r.acquired || r.abandoned) continue;
     ReaderPort& port = ports_[r.id];
@@ -228,6 +231,7 @@ void SimConsumer::ArmTimer() {
 
 void SimConsumer::Http(uint64_t call, const client::HttpCall& request) {
   const bool heartbeat = request.method == "POST";
+  if (heartbeat) heartbeat_sent_ = env_.world().now();
   HttpRequest req;
   req.method = request.method;
   req.target = request.target;
@@ -271,6 +275,14 @@ void SimConsumer::ReaderStopping(uint64_t reader, bool abandon, client::AbandonC
   if (!r) return;
   ReaderPort& port = ports_[reader];
   if (abandon) {
+    // When its grant ended, converted now (the runtime set it, local, just before): its
+    // shard's lease, or without one the member's last lease, never later than now.
+    const int64_t now_us = w.now() * 1000;
+    port.jumps_at_abandon = clock_jumps_;
+    const std::optional<TimeMs> own = runtime_.core().LeaseEndOf(r->shard);
+    port.abandon_lease_us = own                   ? std::min(GlobalUs(*own), now_us)
+                            : last_lease_us_ >= 0 ? std::min(last_lease_us_, now_us)
+                                                  : now_us;
     if (cause == client::AbandonCause::kLeaseEnd) {
       w.probes().Hit(r->draining ? "lease_expired_while_draining" : "lease_expired_while_reading");
     }
@@ -428,7 +440,7 @@ void SimConsumer::ObserveHeartbeat(const ConsumerEvent& event) {
     w.probes().Hit("terminating_answered");
   }
   HistEvent e = Event(HistKind::kHeartbeat);
-  e.sent_us = GlobalUs(event.sent_us / 1000);
+  e.sent_us = heartbeat_sent_ * 1000;  // global, as sent (a later jump does not move it)
   e.grant_ms = event.granted_lease_ms;
   if (event.granted_lease_ms >= 0) e.assigned = ShardList(event.assigned_shards);
   e.status = status;
@@ -482,7 +494,10 @@ void SimConsumer::Observe(uint64_t reader, ConsumerEvent event) {
         // work was stopping does not give the shard back (it is never restarted from here).
         HistEvent l = Event(HistKind::kLease);
         l.shard = r->shard;
-        l.lease_end_us = GlobalUs(r->abandon_lease_end.value_or(LocalNow()));
+        l.lease_end_us = port.abandon_lease_us;
+        if (clock_jumps_ > port.jumps_at_abandon) {
+          w.probes().Hit("abandoned_released_after_clock_jump");
+        }
         w.Emit(std::move(l));
         // Already listed for revocation: the core reports it REVOKED once told it stopped.
         if (runtime_.core().StateOf(r->shard) == client::LocalShardState::kRevoked) {

@@ -104,6 +104,10 @@ class SimConsumer : public client::ConsumerPorts {
     TimeMs hang_until = 0;       // the running handler call returns no earlier than this (global)
     bool hang_in_drain = false;  // BUGGIFY consumer.stuck_drain: the drain's next call hangs
     int64_t lease_us = -1;       // the lease end last recorded for its window, µs
+    // When its grant ended, in global µs, taken at the abandon: a later clock jump must not
+    // move it (local times convert with the offset of the moment).
+    int64_t abandon_lease_us = -1;
+    int jumps_at_abandon = 0;
   };
 
   TimeMs LocalNow() const;
@@ -126,6 +130,9 @@ class SimConsumer : public client::ConsumerPorts {
   client::ConsumerRuntime runtime_;
   bool dead_ = false;
   std::set<uint64_t> http_in_flight_;
+  int clock_jumps_ = 0;
+  TimeMs heartbeat_sent_ = 0;   // global ms: when the heartbeat in flight was sent
+  int64_t last_lease_us_ = -1;  // the last member lease end, global µs (capped when dropped)
   std::map<uint64_t, ReaderPort> ports_;
   uint64_t timer_gen_ = 0;
   std::optional<TimeMs> timer_at_;

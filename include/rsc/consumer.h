@@ -122,8 +122,9 @@ enum class ConsumerEventKind {
   // read (the takeover XAUTOCLAIM), once the previous reader of the shard in this process
   // has finished. assignment_epoch, lease_end_us: the lease it is read under.
   kAcquire,
-  // The assignment lease end changed (after each successful heartbeat): lease_end_us,
-  // assignment_epoch.
+  // A shard's lease end changed: per shard being read, after each successful heartbeat
+  // that renewed it (a shard being abandoned gets none); once with detail "taken" when the
+  // shard is taken from this member (C8). shard, stream, lease_end_us, assignment_epoch.
   kLease,
   // A read was issued on the shard: detail = "XAUTOCLAIM", "XPENDING", "XCLAIM" or
   // "XREADGROUP". Emitted just before the command is sent.
@@ -156,9 +157,8 @@ struct ConsumerEvent {
   // std::chrono::steady_clock in microseconds since its epoch (CLOCK_MONOTONIC on Linux,
   // so stamps of different processes on one machine are comparable).
   int64_t t_us = 0;
-  // All kinds but kHeartbeat; kLease: -1 for the member lease, or a shard taken from this
-  // member (detail "taken", docs/protocol.md C8) whose own, final lease this is — later
-  // member leases do not extend it.
+  // All kinds but kHeartbeat. For kLease with detail "taken" (docs/protocol.md C8) the
+  // shard's own, final lease: later renewals do not extend it.
   int32_t shard = -1;
   std::string stream;   // the shard's stream key
   std::string id;       // kDeliver, kAck: the entry id

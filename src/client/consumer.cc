@@ -370,7 +370,9 @@ class Consumer::Impl : public client::ConsumerPorts {
         runtime_->OnWithdrawn(reader);
         Flush(relock);
       }
-      redis_.Cancel(reader);  // may answer at once: takes mu_
+      // An abandoned reader ends now (its blocked read is cut at the socket); a drained one
+      // has its read cut short by an unblock.
+      redis_.Cancel(reader, abandon);
     }
     if (save) {
       // C5: a failed save is retried after the next input.

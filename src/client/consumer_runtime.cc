@@ -31,16 +31,7 @@ class ConsumerRuntime::Context : public ReaderContext {
     if (runtime_->stop_error_.empty()) runtime_->stop_error_ = error;
     runtime_->stop_asked_ = true;  // Settle() begins the shutdown
   }
-  void Observe(ConsumerEvent event) override {
-    if (event.kind == ConsumerEventKind::kAcquire) {
-      const ConsumerCore& core = runtime_->core_;
-      event.assignment_epoch = core.Status(runtime_->Now()).assignment_epoch;
-      if (const std::optional<TimeMs> end = core.LeaseEndOf(event.shard)) {
-        event.lease_end_us = *end * 1000;
-      }
-    }
-    runtime_->ports_->Observe(id_, std::move(event));
-  }
+  void Observe(ConsumerEvent event) override;
 
  private:
   ConsumerRuntime* const runtime_;
@@ -57,6 +48,7 @@ struct ConsumerRuntime::ReaderState {
   TimeMs sleep_until = 0;
   bool finished = false;
   std::optional<TimeMs> abandon_lease_end;
+  TimeMs reported_lease = -1;  // the lease end its last kAcquire/kLease event said
 
   ReaderInfo Info() const {
     ReaderInfo i;
@@ -71,6 +63,18 @@ struct ConsumerRuntime::ReaderState {
     return i;
   }
 };
+
+void ConsumerRuntime::Context::Observe(ConsumerEvent event) {
+  if (event.kind == ConsumerEventKind::kAcquire) {
+    const ConsumerCore& core = runtime_->core_;
+    event.assignment_epoch = core.Status(runtime_->Now()).assignment_epoch;
+    if (const std::optional<TimeMs> end = core.LeaseEndOf(event.shard)) {
+      event.lease_end_us = *end * 1000;
+      if (ReaderState* r = runtime_->Find(id_)) r->reported_lease = *end;
+    }
+  }
+  runtime_->ports_->Observe(id_, std::move(event));
+}
 
 ConsumerRuntime::ConsumerRuntime(ConsumerRuntimeOptions options, ConsumerCoreOptions core_options,
                                  ConsumerPorts* ports, DeliveryStats* stats)
@@ -370,35 +374,32 @@ void ConsumerRuntime::ObserveHeartbeat(const std::optional<HeartbeatResponse>& a
   ports_->Observe(0, std::move(e));
 }
 
-// The member lease changed (kLease, shard -1); a shard newly taken from us (C8) has its own,
-// final lease from now on: say so once, so that logs judge its holding by it rather than by
-// the member lease.
+// Leases are reported per shard being read, like the simulator's history: a renewal moves
+// the lease of every window being read (kLease, shard s), never that of a shard being
+// abandoned — its work is stopping, and a member-wide event would give it back in a log's
+// reading (found by the 10-minute chaos run, seed 53: an abandoned reader whose blocked read
+// outlived a rejoin). A shard newly taken from us (C8) has its own, final lease from now on:
+// said once with detail "taken".
 void ConsumerRuntime::ObserveLeases(std::optional<TimeMs> /*lease_before*/) {
   if (!options_.reader.observe) return;
-  const TimeMs now = Now();
-  const ConsumerStatus st = core_.Status(now);
-  if (const std::optional<TimeMs> end = core_.lease_end()) {
+  const ConsumerStatus st = core_.Status(Now());
+  const std::set<int32_t> taken(st.taken.begin(), st.taken.end());
+  for (auto& [id, r] : readers_) {
+    if (!r->core->acquired() || r->core->abandoned()) continue;
+    const std::optional<TimeMs> end = core_.LeaseEndOf(r->shard);
+    const bool newly_taken = taken.contains(r->shard) && !reported_taken_.contains(r->shard);
+    if (!end || (*end == r->reported_lease && !newly_taken)) continue;
+    r->reported_lease = *end;
     ConsumerEvent e;
     e.kind = ConsumerEventKind::kLease;
+    e.shard = r->shard;
+    e.stream = r->core->config().stream;
+    if (taken.contains(r->shard)) e.detail = "taken";
     e.lease_end_us = *end * 1000;
     e.assignment_epoch = st.assignment_epoch;
-    ports_->Observe(0, std::move(e));
+    ports_->Observe(id, std::move(e));
   }
-  std::set<int32_t> taken;
-  for (int32_t s : st.taken) {
-    taken.insert(s);
-    if (reported_taken_.contains(s)) continue;
-    const std::optional<TimeMs> end = core_.LeaseEndOf(s);
-    if (!end) continue;
-    ConsumerEvent e;
-    e.kind = ConsumerEventKind::kLease;
-    e.shard = s;
-    e.detail = "taken";
-    e.lease_end_us = *end * 1000;
-    e.assignment_epoch = st.assignment_epoch;
-    ports_->Observe(0, std::move(e));
-  }
-  reported_taken_ = std::move(taken);
+  reported_taken_ = taken;
 }
 
 // ── routing (C7: shard stream keys are never computed) ────────────────────────────

@@ -274,8 +274,8 @@ void ReaderRedis::Submit(uint64_t token, const ReaderCoreConfig& config,
   command_cv_.notify_one();
 }
 
-void ReaderRedis::Cancel(uint64_t token) {
-  std::lock_guard<std::mutex> lock(mu_);
+void ReaderRedis::Cancel(uint64_t token, bool now) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) return;
   for (auto it = live_queue_.begin(); it != live_queue_.end(); ++it) {
     if (it->token != token) continue;
@@ -292,7 +292,13 @@ void ReaderRedis::Cancel(uint64_t token) {
   for (LiveRead& read : live_in_flight_) {
     if (read.token != token) continue;
     read.cancelled = true;
-    RequestUnblockLocked();
+    if (!now) {
+      RequestUnblockLocked();
+      return;
+    }
+    live_cut_ = true;
+    lock.unlock();
+    live_conn_.Cut();  // thread-safe: the live thread's Command returns at once
     return;
   }
 }
@@ -557,6 +563,7 @@ void ReaderRedis::RunLive() {
     if (args.empty()) continue;
     const Clock::time_point sent_at = Clock::now();
     RedisReplyPtr reply = live_conn_.Command(args, &error, block + command_timeout_);
+    bool recut = false;
     // Redis starts the BLOCK when the command arrives, after sent_at: a nil reply earlier
     // than this was an unblock, not a timeout.
     const bool timed_out = Clock::now() >= sent_at + block;
@@ -571,8 +578,25 @@ void ReaderRedis::RunLive() {
         live_open_ = false;
         live_client_id_.reset();
       }
-      answers = AnswerLiveLocked(reads, reply.get(), error, timed_out);
+      if (!reply && live_cut_) {
+        // Our own cut: answered like an unblocked read (the cancelled readers kNil, the
+        // others carried over), not as a failure of Redis.
+        redisReply cut{};
+        cut.type = REDIS_REPLY_NIL;
+        answers = AnswerLiveLocked(reads, &cut, error, false);
+      } else {
+        answers = AnswerLiveLocked(reads, reply.get(), error, timed_out);
+      }
+      if (reply && live_cut_) {
+        // The cut came after the reply: the socket is shut down all the same.
+        recut = true;
+        live_ready_ = false;
+        live_open_ = false;
+        live_client_id_.reset();
+      }
+      live_cut_ = false;
     }
+    if (recut) live_conn_.Reset();  // reconnect for the next read
     Deliver(answers);
   }
 }

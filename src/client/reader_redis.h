@@ -124,7 +124,12 @@ class ReaderRedis {
   // is answered kNil at once (from the command thread); if it is part of a blocked combined
   // read, that read is cut short so its readers are answered soon. Other commands of the
   // token are left alone (they are short). No effect on an unknown token.
-  void Cancel(uint64_t token);
+  //
+  // `now` (an abandon: the reader must end at once, even if Redis or the network does not
+  // answer): a blocked combined read it is part of is cut at the socket instead (the live
+  // connection reconnects for the next read), as a reader owning its connection once did;
+  // the other readers of that read are carried over to the next one, like after an unblock.
+  void Cancel(uint64_t token, bool now = false);
   ReaderRedisStats Stats() const;
 
  private:
@@ -201,6 +206,7 @@ class ReaderRedis {
   Clock::time_point live_sent_at_;  // when the read in flight was chosen
   uint64_t live_gen_ = 0;
   bool live_unblock_requested_ = false;
+  bool live_cut_ = false;                  // Cancel(now) cut the read in flight at the socket
   std::optional<int64_t> live_client_id_;  // guarded by mu_; unset while disconnected
   // (group, consumer name) of the last combined read: another pair goes next. Live thread.
   std::pair<std::string, std::string> last_pair_;

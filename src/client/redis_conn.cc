@@ -111,6 +111,11 @@ void RedisConn::Interrupt() {
   if (ctx_ != nullptr && ctx_->fd >= 0) ::shutdown(ctx_->fd, SHUT_RDWR);
 }
 
+void RedisConn::Cut() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  if (ctx_ != nullptr && ctx_->fd >= 0) ::shutdown(ctx_->fd, SHUT_RDWR);
+}
+
 void RedisConn::SetTimeout(std::chrono::milliseconds timeout) {
   redisSetTimeout(ctx_, ToTimeval(timeout));
 }

@@ -64,6 +64,10 @@ class RedisConn {
   // reader would end only when its command returns — up to the reply timeout plus the
   // BLOCK later — and still count as reading the shard until then.
   void Interrupt();
+  // Cuts the current connection like Interrupt() (a command blocked in another thread
+  // returns at once with a transport error) but leaves later Ensure() free to reconnect: for
+  // a shared connection whose read must end now while its owner goes on.
+  void Cut();
 
   // Pipelining (the producer's batched XADDs): Append queues a command, Read flushes and
   // reads one reply in order (nullptr on a transport failure; TransportError says why).

@@ -251,9 +251,12 @@ TEST_F(ObservabilityHooks, AcquireBeforeReadsReleaseAfterLastDeliveryAndHandoffs
         ok_sends.insert(e.sent_us);
       }
     }
-    const std::vector<ConsumerEvent> leases = rec->Of(ConsumerEventKind::kLease);
+    // Leases are reported per shard: with each acquire, then with each renewal.
+    std::vector<ConsumerEvent> leases = rec->Of(ConsumerEventKind::kLease);
+    for (const ConsumerEvent& e : rec->Of(ConsumerEventKind::kAcquire)) leases.push_back(e);
     ASSERT_FALSE(leases.empty()) << who;
     for (const ConsumerEvent& e : leases) {
+      EXPECT_GE(e.shard, 0) << who << ": a lease not about a shard";
       EXPECT_EQ(ok_sends.count(e.lease_end_us - kAssignmentLeaseUs), 1u)
           << who << ": lease end " << e.lease_end_us << " is no send time + lease";
     }

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/fault_proxy.h"
 #include "support/redis_process.h"
 #include "support/wait.h"
 
@@ -344,6 +345,41 @@ TEST_F(ReaderRedisTest, CancelCutsABlockedReadShort) {
   const std::string id = Xadd("B", "b");
   ASSERT_TRUE(Answered(2, 1, 5s, "B gets its entry"));
   ASSERT_EQ(recorder_.Of(2)[0].reply.entries.size(), 1u);
+  EXPECT_EQ(recorder_.Of(2)[0].reply.entries[0].id, id);
+}
+
+// An abandoned reader must end now even when nothing answers: the network to Redis is
+// blackholed, so CLIENT UNBLOCK could not get through. Cancel(now) cuts the blocked read at
+// the socket; the cancelled reader is answered at once and the other reader of that read is
+// carried over, not failed (found by the 10-minute chaos run, seed 53: an abandoned reader's
+// read outlived its member's rejoin and the checker saw its window renewed).
+TEST_F(ReaderRedisTest, AnAbandonCutsABlockedReadEvenWhenRedisIsUnreachable) {
+  CreateGroup("A");
+  CreateGroup("B");
+  rsc::testing::FaultProxy proxy(redis_.Port(), 1);
+  RedisTarget via = target_;
+  via.port = proxy.port();
+  port_ = std::make_unique<ReaderRedis>(via, 2000ms, [this](uint64_t token, ReaderReply reply) {
+    recorder_.Add(token, std::move(reply));
+  });
+  port_->Submit(1, Config("A"), Live(60000));
+  port_->Submit(2, Config("B"), Live(60000));
+  port_->Start();
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the combined read blocks"));
+  rsc::testing::ProxyFaults faults;
+  faults.blackhole = true;
+  proxy.SetFaults(faults);
+  const auto cut_at = std::chrono::steady_clock::now();
+  port_->Cancel(1, /*now=*/true);
+  ASSERT_TRUE(Answered(1, 1, 5s, "the abandoned reader is answered"));
+  EXPECT_LT(std::chrono::steady_clock::now() - cut_at, 1500ms)
+      << "the answer waited for the socket timeout, not for the cut";
+  EXPECT_EQ(recorder_.Of(1)[0].reply.kind, ReaderReply::Kind::kNil);
+  EXPECT_EQ(recorder_.Count(2), 0u) << "the other reader was failed instead of carried over";
+  proxy.SetFaults(rsc::testing::ProxyFaults{});
+  const std::string id = Xadd("B", "b");
+  ASSERT_TRUE(Answered(2, 1, 10s, "B reads on after the cut and gets its entry"));
+  ASSERT_EQ(recorder_.Of(2)[0].reply.kind, ReaderReply::Kind::kOk);
   EXPECT_EQ(recorder_.Of(2)[0].reply.entries[0].id, id);
 }
 
