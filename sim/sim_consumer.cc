@@ -275,7 +275,7 @@ void SimConsumer::ReaderStopping(uint64_t reader, bool abandon, client::AbandonC
   if (!r) return;
   ReaderPort& port = ports_[reader];
   if (abandon) {
-    // When its grant ended, converted now (the runtime set it, local, just before): its
+    // When its grant ended, in global time now (a later clock jump must not move it): its
     // shard's lease, or without one the member's last lease, never later than now.
     const int64_t now_us = w.now() * 1000;
     port.jumps_at_abandon = clock_jumps_;

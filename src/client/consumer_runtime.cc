@@ -47,7 +47,6 @@ struct ConsumerRuntime::ReaderState {
   enum class Busy { kNone, kCommand, kHandler, kSleep } busy = Busy::kNone;
   TimeMs sleep_until = 0;
   bool finished = false;
-  std::optional<TimeMs> abandon_lease_end;
   TimeMs reported_lease = -1;  // the lease end its last kAcquire/kLease event said
 
   ReaderInfo Info() const {
@@ -59,7 +58,6 @@ struct ConsumerRuntime::ReaderState {
     i.draining = core->drain_requested();
     i.abandoned = core->abandoned();
     i.command_in_flight = busy == Busy::kCommand;
-    i.abandon_lease_end = abandon_lease_end;
     return i;
   }
 };
@@ -235,12 +233,6 @@ void ConsumerRuntime::Apply(const ConsumerActions& a, std::optional<TimeMs> leas
     for (auto& [id, r] : readers_) {
       if (!r->core->abandoned()) AbandonReader(*r, AbandonCause::kShutdown);
     }
-  }
-  // The last lease the member had: a dropped lease ended no later than now.
-  if (const std::optional<TimeMs> end = core_.lease_end()) {
-    last_lease_end_ = end;
-  } else if (last_lease_end_) {
-    last_lease_end_ = std::min(*last_lease_end_, Now());
   }
   if (lease_before != core_.lease_end()) ObserveLeases(lease_before);
 }
@@ -494,14 +486,6 @@ void ConsumerRuntime::DrainReader(ReaderState& r) {
 }
 
 void ConsumerRuntime::AbandonReader(ReaderState& r, AbandonCause cause) {
-  const TimeMs now = Now();
-  // When its grant ended: the shard's lease if one is left; without any (dropped by an
-  // UNKNOWN_MEMBER_ID/FENCED answer) the last lease the member had — never later than now.
-  if (const std::optional<TimeMs> end = core_.LeaseEndOf(r.shard)) {
-    r.abandon_lease_end = std::min(*end, now);
-  } else {
-    r.abandon_lease_end = last_lease_end_ ? std::min(*last_lease_end_, now) : now;
-  }
   ports_->ReaderStopping(r.id, true, cause);
   const char* reason = cause == AbandonCause::kFenced     ? "fenced"
                        : cause == AbandonCause::kShutdown ? "shutdown"

@@ -96,9 +96,6 @@ struct ReaderInfo {
   bool draining = false;
   bool abandoned = false;
   bool command_in_flight = false;
-  // Set at the abandon: when its grant ended (local ms) — the shard's lease, or the last
-  // lease the member had if none is left, never later than the abandon.
-  std::optional<TimeMs> abandon_lease_end;
 };
 
 class ConsumerRuntime {
@@ -136,9 +133,6 @@ class ConsumerRuntime {
   const ConsumerCore& core() const { return core_; }
   std::vector<ReaderInfo> Readers() const;
   std::optional<ReaderInfo> Reader(uint64_t id) const;
-  // The last member lease end known (local ms): cleared leases keep their last end, capped
-  // at the moment they were dropped. nullopt before the first lease.
-  std::optional<TimeMs> last_lease_end() const { return last_lease_end_; }
   const std::string& last_error() const { return last_error_; }  // "" after a heartbeat
   const std::string& stop_error() const { return stop_error_; }  // kStop gave up
   // The endpoint of the heartbeat in flight or the next one.
@@ -199,7 +193,6 @@ class ConsumerRuntime {
   std::set<std::pair<TimeMs, uint64_t>> sleeps_;  // (until, reader) of sleeping readers
   std::vector<int32_t> drained_;                  // shards to report drained to the core
   std::set<int32_t> reported_taken_;
-  std::optional<TimeMs> last_lease_end_;
   std::optional<TimeMs> give_up_at_;
   bool exiting_ = false;
   bool stop_asked_ = false;  // the handler policy asked for a stop

@@ -235,6 +235,33 @@ TEST_F(ConsumerRuntimeTest, ANewReaderOfAShardWaitsForThePreviousOneToFinish) {
   EXPECT_EQ(ports_.Releases(), (std::vector<std::string>{"abandoned"}));
 }
 
+// A port whose handler calls may wait for a thread asks before making one (C4): a call
+// handed out under the lease is not made once the lease ended or the shard was abandoned.
+TEST_F(ConsumerRuntimeTest, AHandlerCallThatWaitedIsNotMadeAfterTheLeaseEnded) {
+  Join({0});
+  AnswerSetupCommands();
+  ASSERT_EQ(ports_.redis.size(), 1u);
+  const SentRedis live = ports_.redis.front();
+  ports_.redis.clear();
+  ReaderReply batch;
+  batch.entries.push_back(ReaderEntry{"1-0", false, {{"k", "v"}}});
+  runtime_->OnRedisReply(live.reader, batch);
+  ReaderReply mine;
+  mine.lowest_owner = "me";
+  runtime_->OnRedisReply(live.reader, mine);  // the late-read check
+  ASSERT_EQ(ports_.handled.size(), 1u);
+  EXPECT_TRUE(runtime_->MayStartHandler(live.reader));
+  ports_.now += 5000;  // the lease (sent at Join + 5000 ms) has ended; no Tick yet
+  EXPECT_FALSE(runtime_->MayStartHandler(live.reader));
+  // Withdrawn: nothing is XACKed, and once abandoned the reader ends with no command out.
+  runtime_->OnWithdrawn(live.reader);
+  runtime_->Tick();
+  for (const SentRedis& c : ports_.redis) {
+    EXPECT_NE(c.command.kind, ReaderCommandKind::kAck) << "a withdrawn call was acknowledged";
+  }
+  EXPECT_EQ(ports_.Releases(), (std::vector<std::string>{"abandoned"}));
+}
+
 TEST_F(ConsumerRuntimeTest, TheStopPolicyShutsTheRuntimeDownAndLeaves) {
   Join({0});
   AnswerSetupCommands();
