@@ -99,6 +99,8 @@ const std::vector<ProbeSpec>& AllProbes() {
        "a rejoin reporting a shard DRAINING was handed it in the join's write", false},
       {"dead_consumer_read_freed", "a crashed consumer's blocked read was freed at Redis", false},
       {"lost_group_created_again", "the group was lost with no export and created again", false},
+      {"created_over_lost_key",
+       "a create over a lost key started a correction round (no OK for one member lease)", false},
       {"rollback_deferred_for_restore", "a rollback waited for a deleted key's restore", false},
       {"end_waited_for_backlog", "the run's end waited for the last deliveries", false},
   };

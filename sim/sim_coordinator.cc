@@ -227,6 +227,11 @@ class SimCoordinator::Observer : public ServiceObserver {
           w_.probes().Hit("round_ended");
           if (in_heartbeat_) w_.probes().Hit("round_ended_by_heartbeat");
           break;
+        case EventKind::kRoundStarted:
+          if (e.detail.ends_with("created over a lost key")) {
+            w_.probes().Hit("created_over_lost_key");
+          }
+          break;
         case EventKind::kStaleRevokeIgnored:
           if (e.detail == "older than its revoke") w_.probes().Hit("stale_revoke_ignored");
           break;

@@ -930,7 +930,7 @@ Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t obs
   return Decision<RoutingResponse>{std::nullopt, {}, r, std::move(w.events)};
 }
 
-Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env) {
+Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env, CreateOver over) {
   if (!IsValidStreamName(req.stream)) {
     return MakeError(ErrorCode::kInvalidRequest, "stream must match [A-Za-z0-9._:-]{1,200}");
   }
@@ -955,6 +955,12 @@ Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env
   m.created_ms = env.now_ms;
   m.updated_ms = env.now_ms;
   m.shards.resize(static_cast<size_t>(req.shard_count));
+  if (over == CreateOver::kLostKey) {
+    // The lost incarnation's clients may hold assignment leases granted just before the
+    // loss (up to assignmentLeaseMs, < memberLeaseMs by K2). The round, like a restore's,
+    // holds OK back for one member lease from now (simulator seed 8431395707449856820).
+    m.round = CorrectionRound{++m.rounds_started, env.now_ms, m.version, {}, {}};
+  }
   RSC_RETURN_IF_ERROR(CheckInvariants(m));
   return m;
 }

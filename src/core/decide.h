@@ -129,8 +129,15 @@ Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, con
 Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,
                                         const std::string& observed_lineage, TimeMs now_ms);
 
-// Admin: create a new group aggregate (validated names, shard count, config).
-Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env);
+// What a create is made over. A group still listed in the index whose metadata key is gone
+// (METADATA_MISSING) was lost, and members of that lost incarnation may still read under
+// their last assignment leases.
+enum class CreateOver { kNothing, kLostKey };
+// Admin: create a new group aggregate (validated names, shard count, config). Over a lost
+// key the group starts in a correction round, as a restore does: no member gets OK until
+// one member lease has passed, so no shard is granted while an old lease may run (M6).
+Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env,
+                                   CreateOver over = CreateOver::kNothing);
 // Admin PATCH: shard count may only grow; config validated. Revision checked by caller.
 Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& live,
                                 const PatchGroupRequest& req, const Env& env);

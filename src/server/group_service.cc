@@ -249,9 +249,32 @@ Result<RoutingResponse> GroupService::Routing(const GroupKey& key, int64_t obser
 
 Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
   const TimeMs now = clock_.NowMs();
+  // Is this a create over a lost key (listed in the index, hash gone)? Then members of the
+  // lost group may still read under their last leases, and the new group must not grant
+  // their shards before those leases end (DecideCreate). The index lives in another slot
+  // than the hash, so this look-up cannot share the create's script; the window between
+  // the two only matters if another coordinator creates, grants and loses the same group
+  // within it.
+  CreateOver over = CreateOver::kNothing;
+  if (IsValidStreamName(req.stream) && IsValidGroupName(req.group)) {
+    auto prior = store_.Load(GroupKey{req.stream, req.group}, now);
+    if (!prior.ok()) {
+      const ErrorCode code = prior.error().code;
+      if (code == ErrorCode::kMetadataMissing) {
+        over = CreateOver::kLostKey;
+      } else if (code == ErrorCode::kRedisUnavailable || code == ErrorCode::kUnknownResult) {
+        return prior.error();
+      }
+    }
+  }
   RSC_ASSIGN_OR_RETURN(GroupMetadata meta,
-                       DecideCreate(req, Env{now, tokens_.NewToken(), tokens_.NewToken()}));
+                       DecideCreate(req, Env{now, tokens_.NewToken(), tokens_.NewToken()}, over));
   RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Create(meta, now));
+  if (meta.round) {
+    observer_.OnEvents(meta.key,
+                       {Event{EventKind::kRoundStarted, "", -1,
+                              fmt::format("round {}: created over a lost key", meta.round->id)}});
+  }
   return MakeGroupView(meta, rev, Liveness{}, now);
 }
 

@@ -524,6 +524,39 @@ TEST(Restore, RejectsInvalidNamesAndConfigAndStartsARound) {
   EXPECT_EQ(good->lineage_history.size(), 1u);
 }
 
+// Simulator seed 8431395707449856820 (S1): the metadata key was lost right after a member's
+// lease was renewed, and the group was created again with no export; a new member joined and
+// got OK with every shard while the lost group's member still read under its lease. A create
+// over a lost key starts a correction round: nobody gets OK (or a shard) for one member
+// lease, which outlasts any assignment lease the lost group granted (K2).
+TEST(Scenario05, CreateOverALostKeyHoldsEveryGrantForOneMemberLease) {
+  CoreHarness h(2);
+  const CreateGroupRequest req{"orders", "billing", 2, h.meta().config};
+  auto fresh = DecideCreate(req, h.NextEnv());
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->round.has_value()) << "a plain create has no round";
+  auto again = DecideCreate(req, h.NextEnv(), CreateOver::kLostKey);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(again->round.has_value());
+  h.mutable_meta() = *again;
+
+  FakeMember c{"C"};
+  const TimeMs created = h.now();
+  const int64_t lease = h.meta().config.member_lease_ms;
+  while (h.now() < created + lease) {
+    auto r = Ok(h.Heartbeat(c.Request()));
+    EXPECT_NE(r.status, S::kOk) << "OK at " << h.now() - created << " ms after the create";
+    c.Observe(r);
+    EXPECT_TRUE(c.owned.empty()) << "reads a shard at " << h.now() - created << " ms";
+    h.Advance(lease / 8);
+  }
+  h.Advance(1);
+  c.Observe(Ok(h.Heartbeat(c.Request())));
+  auto r = Ok(h.Heartbeat(c.Request()));
+  EXPECT_EQ(r.status, S::kOk);
+  EXPECT_EQ(r.assigned_shards, V({0, 1}));
+}
+
 // Issue 8: a restore at metadataVersion 2^63-2 (and the last lineage entry to match) was
 // accepted; the next decision overflowed the version and aborted the process. A restore must
 // leave room on every counter, and say which field does not (400, never 503).

@@ -96,6 +96,31 @@ TEST_F(MetadataLossTest, DeletedMetadataKeyFailsClosedAndIsNeverRecreated) {
   EXPECT_EQ(ok.status, 200) << ok.Describe();
 }
 
+// Simulator seed 8431395707449856820: a group created again over a lost key (still listed
+// in the index) must not hand out shards while the lost group's leases may run. The create
+// starts a correction round (shown in the view); a new member gets no OK meanwhile. A create
+// once the index entry is gone too (above) is a plain create.
+TEST_F(MetadataLossTest, CreateOverALostKeyStartsACorrectionRound) {
+  ASSERT_EQ(cli_->Run({"DEL", key_}).integer, 1);
+  HttpResult created = http_->Post(
+      "/v1/groups", json::value(json::object{{"stream", kP}, {"group", kG}, {"shardCount", 4}}));
+  ASSERT_EQ(created.status, 201) << created.Describe();
+  json::value view = json::parse(created.body);
+  EXPECT_TRUE(view.as_object().at("correctionRound").is_object()) << created.body;
+  Consumer fresh("member-new");
+  for (int i = 0; i < 3; ++i) {
+    HttpResult r = Beat(*http_, fresh, kP, kG);
+    ASSERT_EQ(r.status, 200) << r.Describe();
+    EXPECT_NE(fresh.last_status, "OK") << "granted during the lost group's leases: " << r.body;
+  }
+  // A neighbour that was never lost is created without a round.
+  HttpResult other = http_->Post(
+      "/v1/groups",
+      json::value(json::object{{"stream", kP}, {"group", "unrelated"}, {"shardCount", 1}}));
+  ASSERT_EQ(other.status, 201) << other.Describe();
+  EXPECT_TRUE(json::parse(other.body).as_object().at("correctionRound").is_null()) << other.body;
+}
+
 // L3: corrupt JSON in the aggregate field -> METADATA_UNREADABLE, left untouched.
 TEST_F(MetadataLossTest, CorruptAggregateFailsClosedAndIsNotOverwritten) {
   const std::map<std::string, std::string> original = HGetAll(*cli_, key_);

@@ -157,6 +157,14 @@ TEST(SimulatorRegression, Seed327948948797536602_AbandonedGrantSurvivesALaterClo
   ExpectPassesReaching(327948948797536602ULL, "abandoned_released_after_clock_jump");
 }
 
+// decide.cc DecideCreate (S1): the metadata key was deleted 3 ms after an answer renewed
+// c0's assignment lease; with no export the operator created the group again 1.3 s later,
+// and a new consumer got OK with every shard while c0 still read under that lease. A create
+// over a lost key now starts a correction round, as a restore does.
+TEST(SimulatorRegression, Seed8431395707449856820_CreateOverALostKeyWaitsForOldLeases) {
+  ExpectPassesReaching(8431395707449856820ULL, "created_over_lost_key");
+}
+
 TEST(SimulatorRegression, Seed1153_WorkStartedUnderALostGrantStaysExcused) {
   ExpectPassesReaching(1153, "an overlap a rollback excused",
                        [](const SimResult& r) { return r.counters.overlaps_excused > 0; });
