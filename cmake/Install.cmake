@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 if(TARGET rsc_client)
-  install(TARGETS rsc_client rsc_core EXPORT rscTargets
+  install(TARGETS rsc_client rsc_redis_io rsc_core EXPORT rscTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rsc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -35,9 +35,9 @@
 #include "client/handler_pool.h"
 #include "client/http_transport.h"
 #include "client/reader_redis.h"
-#include "client/redis_conn.h"
 #include "core/protocol.h"
 #include "core/protocol_json.h"
+#include "redis/redis_url.h"
 
 namespace rsc {
 
@@ -179,12 +179,12 @@ client::ConsumerRuntimeOptions RuntimeOptions(const ConsumerOptions& o,
 class Consumer::Impl : public client::ConsumerPorts {
  public:
   Impl(ConsumerOptions options, MessageHandler handler, std::vector<HttpEndpoint> endpoints,
-       client::RedisTarget redis, ObservedVersion seed, std::string member_id)
+       redis::ConnectionOptions redis, ObservedVersion seed, std::string member_id)
       : options_(std::move(options)),
         handler_(std::move(handler)),
         member_id_(std::move(member_id)),
         saved_(seed),
-        redis_(std::move(redis), options_.redis_timeout,
+        redis_(std::move(redis),
                [this](uint64_t reader, client::ReaderReply reply) {
                  std::unique_lock<std::mutex> lock(mu_);
                  if (runtime_) runtime_->OnRedisReply(reader, std::move(reply));
@@ -488,8 +488,8 @@ ConsumerResult<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions optio
     endpoints.push_back(std::move(*ep));
   }
   std::string error;
-  std::optional<client::RedisTarget> redis = client::ParseRedisUrl(options.redis_url, &error);
-  if (!redis) return Invalid(error);
+  Result<redis::RedisUrl> url = redis::ParseRedisUrl(options.redis_url);
+  if (!url.ok()) return Invalid(url.error().message);
   if (options.max_batch < 1 || options.max_batch > 10000) {
     return Invalid("max_batch must be in 1..10000");
   }
@@ -519,8 +519,11 @@ ConsumerResult<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions optio
       !options.version_store->Load(options.stream, options.group, &seed, &error)) {
     return Invalid("cannot load the observed metadata version: " + error);
   }
+  redis::ConnectionOptions redis = redis::ConnectionOptions::FromUrl(*url);
+  redis.connect_timeout = options.redis_timeout;
+  redis.command_timeout = options.redis_timeout;
   auto impl = std::make_unique<Impl>(std::move(options), std::move(handler), std::move(endpoints),
-                                     std::move(*redis), std::move(seed), NewUuid());
+                                     std::move(redis), std::move(seed), NewUuid());
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 

@@ -1,16 +1,18 @@
 // The producer as the library runs it: client::ProducerRuntime (the runtime the simulator runs
 // too: refresh rounds over the endpoints, routing, what an XADD's reply means) over
 // production ports — a refresh thread that performs its HTTP requests with the HTTP
-// transport, and XADDs pipelined per shard over one hiredis connection.
+// transport, and XADDs through the connection layer's executor (src/redis/executor.h): one
+// pipeline per Redis node — one server, or each slot's master on a Redis Cluster (detected
+// on the first publish; MOVED/ASK/TRYAGAIN followed per entry, which is safe since a
+// redirected XADD did not run).
 //
-// Locks: `redis_mu_` serializes use of the Redis connection; `mu_` guards the runtime and the
+// Locks: `redis_mu_` serializes use of the Redis connections; `mu_` guards the runtime and the
 // refresh state. Order: redis_mu_ before mu_. The refresh thread takes only mu_ and never
 // holds it during I/O; publishes hold mu_ only to route.
 
 #include "rsc/producer.h"
 
 #include <fmt/format.h>
-#include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -27,9 +30,11 @@
 #include "client/http_transport.h"
 #include "client/producer_core.h"
 #include "client/producer_runtime.h"
-#include "client/redis_conn.h"
 #include "core/protocol.h"
 #include "core/protocol_json.h"
+#include "redis/cluster.h"
+#include "redis/connection.h"
+#include "redis/redis_url.h"
 
 namespace rsc {
 
@@ -50,10 +55,9 @@ ProducerError Err(ProducerErrorCode code, std::string message) {
   return ProducerError{code, std::move(message)};
 }
 
-using client::ParseRedisUrl;
-using client::RedisConn;
-using client::RedisTarget;
-using ReplyPtr = client::RedisReplyPtr;
+using redis::CommandKind;
+using redis::ConnectionOptions;
+using redis::Reply;
 
 std::vector<std::string> XaddArgs(const std::string& stream, const StreamFields& fields) {
   std::vector<std::string> args{"XADD", stream, "*"};
@@ -68,7 +72,7 @@ std::vector<std::string> XaddArgs(const std::string& stream, const StreamFields&
 
 class Producer::Impl : public client::ProducerPorts {
  public:
-  Impl(ProducerOptions options, std::vector<HttpEndpoint> endpoints, RedisTarget redis)
+  Impl(ProducerOptions options, std::vector<HttpEndpoint> endpoints, ConnectionOptions redis)
       : options_(std::move(options)),
         runtime_(
             client::ProducerRuntimeOptions{
@@ -80,7 +84,7 @@ class Producer::Impl : public client::ProducerPorts {
                 .core = client::ProducerCoreOptions{options_.retry_initial.count(),
                                                     options_.retry_max.count(), 50}},
             this),
-        redis_(std::move(redis), options_.redis_timeout),
+        redis_options_(std::move(redis)),
         rng_(std::random_device{}()) {
     for (HttpEndpoint& ep : endpoints) {
       transports_.push_back(std::make_unique<HttpTransport>(std::move(ep), options_.http_timeout));
@@ -107,7 +111,7 @@ class Producer::Impl : public client::ProducerPorts {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     std::lock_guard<std::mutex> lock(redis_mu_);
-    redis_.Reset();
+    redis_.reset();
   }
 
   // ── client::ProducerPorts (called under mu_) ──
@@ -166,66 +170,84 @@ class Producer::Impl : public client::ProducerPorts {
       }
     }
     std::lock_guard<std::mutex> redis_lock(redis_mu_);
-    std::string connect_error;
-    const bool connected = redis_.Ensure(&connect_error);
+    // Opened before routing; the connections come up before the routing lease is checked
+    // again right before each pipeline is written (before_write below).
+    const Status opened = OpenRedis();
     std::vector<ProducerResult<RouteTarget>> routes = RouteAll(keys);
-    // Shard -> message indices, in input order (per-key order is preserved).
-    std::map<int32_t, std::vector<size_t>> by_shard;
+    std::vector<redis::KeyedCommand> cmds;
+    std::vector<size_t> sent_index;  // cmds[k] publishes keys[sent_index[k]]
+    TimeMs lease_end_ms = std::numeric_limits<TimeMs>::max();
     for (size_t i = 0; i < keys.size(); ++i) {
       if (!valid[i]) continue;
       if (!routes[i].ok()) {
         results[i] = routes[i].error();
         continue;
       }
-      if (!connected) {
-        results[i] = Err(ProducerErrorCode::kRedisUnavailable, connect_error);
+      if (!opened.ok()) {
+        results[i] = Err(ProducerErrorCode::kRedisUnavailable, opened.error().message);
         continue;
       }
-      by_shard[routes[i].value().shard].push_back(i);
+      const RouteTarget& route = routes[i].value();
+      cmds.push_back({route.stream, XaddArgs(route.stream, *fields[i])});
+      sent_index.push_back(i);
+      lease_end_ms = std::min(lease_end_ms, route.lease_end_ms);
     }
-    bool broken = false;
-    for (const auto& [shard, indices] : by_shard) {
-      if (broken) {
-        for (size_t i : indices) {
-          results[i] = Err(ProducerErrorCode::kRedisUnavailable,
-                           "not sent: the Redis connection failed earlier in this batch");
-        }
+    if (cmds.empty()) return Count(results);
+    // Per node one pipeline, commands in input order: entries of one key (one shard, one
+    // slot) keep their order. On a cluster each goes to its slot's master (SPEC CL1).
+    bool lease_ended = false;
+    const int64_t sent_us = SteadyNowUs();
+    std::vector<Result<Reply>> replies = redis_->RunBatch(cmds, CommandKind::kWrite, [&] {
+      lease_ended = lease_ended || SteadyNowMs() >= lease_end_ms;
+      return !lease_ended;
+    });
+    for (size_t k = 0; k < cmds.size(); ++k) {
+      const size_t i = sent_index[k];
+      const RouteTarget& route = routes[i].value();
+      Result<Reply>& r = replies[k];
+      if (!r.ok() && r.error().code != ErrorCode::kUnknownResult) {
+        // Never sent: the connection failed first, or the routing lease ended meanwhile.
+        results[i] = lease_ended
+                         ? Err(ProducerErrorCode::kStaleRouting,
+                               "not sent: the routing lease ended while connecting to Redis")
+                         : Err(ProducerErrorCode::kRedisUnavailable, r.error().message);
         continue;
       }
-      for (size_t i : indices) redis_.Append(XaddArgs(routes[i].value().stream, *fields[i]));
-      // Appends only fill the output buffer; the first Read writes it.
-      const int64_t sent_us = SteadyNowUs();
-      for (size_t i : indices) {
-        if (broken) {
-          results[i] = Err(ProducerErrorCode::kUnknownResult,
-                           "XADD pipelined but the connection failed before its reply: "
-                           "the entry may or may not exist");
-          continue;
-        }
-        ReplyPtr r = redis_.Read();
-        client::XaddReply reply;
-        if (!r) {
-          broken = true;
-          reply = {client::XaddReply::Kind::kNoReply, redis_.TransportError()};
-        } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
-          reply = {client::XaddReply::Kind::kId, std::string(r->str, r->len)};
-        } else if (r->type == REDIS_REPLY_ERROR) {
-          reply = {client::XaddReply::Kind::kError, std::string(r->str, r->len)};
-        } else {
-          reply = {client::XaddReply::Kind::kUnexpected, std::to_string(r->type)};
-        }
-        const RouteTarget& route = routes[i].value();
-        results[i] = client::ProducerRuntime::PublishOutcome(reply, route.stream);
-        if (results[i].ok() && options_.on_publish) {
-          ReportPublished(PublishEvent{std::string(keys[i]), *fields[i], route.shard, route.stream,
-                                       results[i].value(), route.metadata_version, sent_us,
-                                       SteadyNowUs(), route.lease_end_ms * 1000});
-        }
+      client::XaddReply reply;
+      if (!r.ok()) {
+        reply = {client::XaddReply::Kind::kNoReply, r.error().message};
+      } else if (r->IsString() || r->IsStatus()) {
+        reply = {client::XaddReply::Kind::kId, std::move(r->str)};
+      } else if (r->IsError()) {
+        reply = {client::XaddReply::Kind::kError, std::move(r->str)};
+      } else {
+        reply = {client::XaddReply::Kind::kUnexpected, r->DebugString()};
+      }
+      results[i] = client::ProducerRuntime::PublishOutcome(reply, route.stream);
+      if (results[i].ok() && options_.on_publish) {
+        ReportPublished(PublishEvent{std::string(keys[i]), *fields[i], route.shard, route.stream,
+                                     results[i].value(), route.metadata_version, sent_us,
+                                     SteadyNowUs(), route.lease_end_ms * 1000});
       }
     }
-    if (broken) redis_.Reset();
+    return Count(results);
+  }
+
+  std::vector<ProducerResult<std::string>> Count(
+      std::vector<ProducerResult<std::string>>& results) {
     for (const auto& r : results) (r.ok() ? publishes_ok_ : publishes_failed_).fetch_add(1);
-    return results;
+    return std::move(results);
+  }
+
+  // Opens the executor on first use (auto-detecting a cluster); a failure is retried on the
+  // next publish, so a producer starts while Redis is down. Requires redis_mu_.
+  Status OpenRedis() {
+    if (redis_) return OkStatus();
+    auto opened = redis::OpenExecutor(redis_options_, redis::ClusterMode::kAuto,
+                                      /*pool_size=*/1, options_.redis_timeout);
+    if (!opened.ok()) return opened.error();
+    redis_ = std::move(opened).value();
+    return OkStatus();
   }
 
   void ReportPublished(const PublishEvent& event) const {
@@ -312,7 +334,8 @@ class Producer::Impl : public client::ProducerPorts {
   std::optional<ObservedVersion> pending_save_;                        // guarded by mu_
 
   std::mutex redis_mu_;
-  RedisConn redis_;  // guarded by redis_mu_
+  const ConnectionOptions redis_options_;
+  std::unique_ptr<redis::Executor> redis_;  // guarded by redis_mu_; opened on first publish
 
   // Used by the refresh thread only (rng_: under mu_).
   std::vector<std::unique_ptr<HttpTransport>> transports_;
@@ -340,8 +363,11 @@ ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
     endpoints.push_back(std::move(*ep));
   }
   std::string error;
-  std::optional<RedisTarget> redis = ParseRedisUrl(options.redis_url, &error);
-  if (!redis) return invalid(error);
+  Result<redis::RedisUrl> url = redis::ParseRedisUrl(options.redis_url);
+  if (!url.ok()) return invalid(url.error().message);
+  ConnectionOptions redis = ConnectionOptions::FromUrl(*url);
+  redis.connect_timeout = options.redis_timeout;
+  redis.command_timeout = options.redis_timeout;
   if (options.retry_initial.count() < 1 || options.retry_max < options.retry_initial) {
     return invalid("retry_initial must be >= 1 ms and at most retry_max");
   }
@@ -350,7 +376,7 @@ ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
       !options.version_store->Load(options.stream, options.group, &seed, &error)) {
     return invalid("cannot load the observed metadata version: " + error);
   }
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(endpoints), std::move(*redis));
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(endpoints), std::move(redis));
   impl->SeedObserved(seed);
   impl->Start();
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));

@@ -53,28 +53,30 @@ void BlockSigpipe() {
   pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
 }
 
-ReaderReply Unexpected(const ReaderCommand& cmd, const redisReply* r) {
+using redis::Reply;
+
+ReaderReply Unexpected(const ReaderCommand& cmd, const Reply& r) {
   return ReaderReply::Error(
       ReaderReply::Kind::kError,
-      fmt::format("{}: unexpected reply {}", ReaderCommandName(cmd.kind), ReplyText(r)));
+      fmt::format("{}: unexpected reply {}", ReaderCommandName(cmd.kind), r.DebugString()));
 }
 
 // [[id, [f, v, ...] | nil], ...]: a nil field list is an entry trimmed from the stream while
-// it was pending.
-std::vector<ReaderEntry> ParseEntries(const redisReply* entries) {
+// it was pending. The strings are moved out of the reply (entries carry the payloads).
+std::vector<ReaderEntry> ParseEntries(Reply& entries) {
   std::vector<ReaderEntry> out;
-  out.reserve(entries->elements);
-  for (size_t i = 0; i < entries->elements; ++i) {
-    const redisReply* e = entries->element[i];
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2) continue;
+  out.reserve(entries.elements.size());
+  for (Reply& e : entries.elements) {
+    if (!e.IsArray() || e.elements.size() < 2) continue;
     ReaderEntry entry;
-    entry.id = ReplyText(e->element[0]);
-    const redisReply* f = e->element[1];
-    if (f->type != REDIS_REPLY_ARRAY) {
+    entry.id = std::move(e.elements[0].str);
+    Reply& f = e.elements[1];
+    if (!f.IsArray()) {
       entry.deleted = true;
     } else {
-      for (size_t j = 0; j + 1 < f->elements; j += 2) {
-        entry.fields.emplace_back(ReplyText(f->element[j]), ReplyText(f->element[j + 1]));
+      entry.fields.reserve(f.elements.size() / 2);
+      for (size_t j = 0; j + 1 < f.elements.size(); j += 2) {
+        entry.fields.emplace_back(std::move(f.elements[j].str), std::move(f.elements[j + 1].str));
       }
     }
     out.push_back(std::move(entry));
@@ -83,63 +85,74 @@ std::vector<ReaderEntry> ParseEntries(const redisReply* entries) {
 }
 
 // [stream, [entries]]: one stream of an XREADGROUP reply.
-bool IsStreamReply(const redisReply* s) {
-  return s->type == REDIS_REPLY_ARRAY && s->elements >= 2 &&
-         s->element[0]->type == REDIS_REPLY_STRING && s->element[1]->type == REDIS_REPLY_ARRAY;
+bool IsStreamReply(const Reply& s) {
+  return s.IsArray() && s.elements.size() >= 2 && s.elements[0].IsString() &&
+         s.elements[1].IsArray();
 }
 
 // [[stream, [[id, [f, v, ...] | nil], ...]]] (RESP2; a map under RESP3, never used here).
-ReaderReply ParseRead(const ReaderCommand& cmd, const redisReply* r) {
+ReaderReply ParseRead(const ReaderCommand& cmd, Reply& r) {
   ReaderReply out;
-  if (r->type == REDIS_REPLY_NIL) {  // BLOCK timed out
+  if (r.IsNil()) {  // BLOCK timed out
     out.kind = ReaderReply::Kind::kNil;
     return out;
   }
-  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !IsStreamReply(r->element[0])) {
+  if (!r.IsArray() || r.elements.empty() || !IsStreamReply(r.elements[0])) {
     return Unexpected(cmd, r);
   }
-  out.entries = ParseEntries(r->element[0]->element[1]);
+  out.entries = ParseEntries(r.elements[0].elements[1]);
   return out;
 }
 
 // A reply to `cmd` that is not an error reply, as the core reads it.
-ReaderReply Parse(const ReaderCommand& cmd, const redisReply* r) {
+ReaderReply Parse(const ReaderCommand& cmd, Reply& r) {
   ReaderReply out;
   switch (cmd.kind) {
     case ReaderCommandKind::kCreateGroup:
     case ReaderCommandKind::kDeadLetter:
       return out;
     case ReaderCommandKind::kAutoClaim:
-      if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-          r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
+      if (!r.IsArray() || r.elements.size() < 2 || !r.elements[0].IsString() ||
+          !r.elements[1].IsArray()) {
         return Unexpected(cmd, r);
       }
-      out.cursor = ReplyText(r->element[0]);
-      out.count = static_cast<int64_t>(r->element[1]->elements);
+      out.cursor = std::move(r.elements[0].str);
+      out.count = static_cast<int64_t>(r.elements[1].elements.size());
       return out;
     case ReaderCommandKind::kPendingPage:
     case ReaderCommandKind::kCheckForeign:
-      if (r->type != REDIS_REPLY_ARRAY) return Unexpected(cmd, r);
-      for (size_t i = 0; i < r->elements; ++i) {
-        const redisReply* e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2) continue;
-        out.ids.push_back(ReplyText(e->element[0]));
-        if (!out.lowest_owner) out.lowest_owner = ReplyText(e->element[1]);
+      if (!r.IsArray()) return Unexpected(cmd, r);
+      for (Reply& e : r.elements) {
+        if (!e.IsArray() || e.elements.size() < 2) continue;
+        out.ids.push_back(std::move(e.elements[0].str));
+        if (!out.lowest_owner) out.lowest_owner = e.elements[1].str;
       }
       return out;
     case ReaderCommandKind::kClaim:
-      if (r->type != REDIS_REPLY_ARRAY) return Unexpected(cmd, r);
-      out.count = static_cast<int64_t>(r->elements);
+      if (!r.IsArray()) return Unexpected(cmd, r);
+      out.count = static_cast<int64_t>(r.elements.size());
       return out;
     case ReaderCommandKind::kReadPending:
     case ReaderCommandKind::kReadLive:
       return ParseRead(cmd, r);
     case ReaderCommandKind::kAck:
-      if (r->type != REDIS_REPLY_INTEGER) return Unexpected(cmd, r);
-      out.count = r->integer;
+      if (!r.IsInteger()) return Unexpected(cmd, r);
+      out.count = r.integer;
       return out;
   }
   return out;
+}
+
+// A Redis Cluster's refusal, said plainly: the readers do not follow a cluster yet
+// (docs/design/cluster-data-plane.md), and "MOVED 1234 10.0.0.2:6379" alone reads like a bug.
+std::optional<std::string> ClusterRefusal(const Reply& reply) {
+  if (!reply.ErrorIs("MOVED") && !reply.ErrorIs("ASK") && !reply.ErrorIs("CROSSSLOT")) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "the shard stream is on a Redis Cluster ({}); the consumer does not support "
+      "Redis Cluster yet, give it a single server",
+      reply.str);
 }
 
 ReaderReply Nil() {
@@ -193,18 +206,20 @@ std::vector<std::string> ReaderCommandArgs(const ReaderCoreConfig& c, const Read
   return {};
 }
 
-ReaderReply ParseReaderReply(const ReaderCommand& command, const redisReply* reply) {
-  if (reply->type == REDIS_REPLY_ERROR) {
-    return ReaderReply::Error(ReaderReply::Kind::kError, ReplyText(reply));
+ReaderReply ParseReaderReply(const ReaderCommand& command, Reply& reply) {
+  if (std::optional<std::string> hint = ClusterRefusal(reply)) {
+    return ReaderReply::Error(ReaderReply::Kind::kError,
+                              fmt::format("{}: {}", ReaderCommandName(command.kind), *hint));
   }
+  if (reply.IsError()) return ReaderReply::Error(ReaderReply::Kind::kError, std::move(reply.str));
   return Parse(command, reply);
 }
 
-ReaderRedis::ReaderRedis(RedisTarget target, std::chrono::milliseconds command_timeout, Done done)
-    : command_timeout_(command_timeout),
+ReaderRedis::ReaderRedis(redis::ConnectionOptions redis, Done done)
+    : command_timeout_(redis.command_timeout),
       done_(std::move(done)),
-      command_conn_(target, command_timeout),
-      live_conn_(target, command_timeout) {}
+      command_conn_(redis),
+      live_conn_(redis) {}
 
 ReaderRedis::~ReaderRedis() { Stop(); }
 
@@ -395,23 +410,25 @@ void ReaderRedis::ExecuteBatch(std::vector<Queued>& batch) {
   std::string error;
   bool ok = false;
   if (any_sent) {
-    ok = command_conn_.Ensure(&error);
+    std::vector<const redis::Command*> cmds;
+    int64_t unblocks = 0;
+    for (const Queued& q : batch) {
+      if (q.type == Queued::Type::kAnswerNil || q.args.empty()) continue;
+      cmds.push_back(&q.args);
+      if (q.type == Queued::Type::kUnblock) ++unblocks;
+    }
+    // Reader commands include writes (XACK, XCLAIM, the dead-letter script); a reply lost
+    // after sending is a transport failure to the core either way.
+    Status sent = command_conn_.Send(cmds, redis::CommandKind::kWrite);
+    ok = sent.ok();
+    std::lock_guard<std::mutex> lock(mu_);
     if (ok) {
-      int64_t commands = 0;
-      int64_t unblocks = 0;
-      for (const Queued& q : batch) {
-        if (q.type == Queued::Type::kAnswerNil || q.args.empty()) continue;
-        command_conn_.Append(q.args);
-        if (q.type == Queued::Type::kUnblock) {
-          ++unblocks;
-        } else {
-          ++commands;
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu_);
       command_open_ = true;
-      stats_.commands += commands;
+      stats_.commands += static_cast<int64_t>(cmds.size()) - unblocks;
       stats_.unblocks += unblocks;
+    } else {
+      error = sent.error().message;
+      command_open_ = false;
     }
   }
   // After a transport failure every later reply of the pipeline is lost too. The answers go
@@ -420,13 +437,15 @@ void ReaderRedis::ExecuteBatch(std::vector<Queued>& batch) {
   answers.reserve(batch.size());
   for (Queued& q : batch) {
     if (q.type == Queued::Type::kAnswerNil || q.args.empty()) continue;  // answered, dropped
-    RedisReplyPtr reply;
+    std::optional<redis::Reply> reply;
     if (ok) {
-      reply = command_conn_.Read();
-      if (!reply) {
+      Result<redis::Reply> r = command_conn_.Receive();
+      if (r.ok()) {
+        reply = std::move(r).value();
+      } else {
+        // The connection dropped itself; the next batch reconnects.
         ok = false;
-        error = "Redis pipeline failed: " + command_conn_.TransportError();
-        command_conn_.Reset();  // reconnect with the next batch
+        error = "Redis pipeline failed: " + r.error().message;
         std::lock_guard<std::mutex> lock(mu_);
         command_open_ = false;
       }
@@ -435,14 +454,14 @@ void ReaderRedis::ExecuteBatch(std::vector<Queued>& batch) {
       ReaderCommand as;
       as.kind = q.kind;
       answers.push_back({q.token, reply
-                                      ? ParseReaderReply(as, reply.get())
+                                      ? ParseReaderReply(as, *reply)
                                       : ReaderReply::Error(ReaderReply::Kind::kTransport, error)});
       continue;
     }
     // CLIENT UNBLOCK answers 1 when it unblocked the client, 0 when the client was not
     // blocked: the read may still be on its way to Redis. Try again while it is in flight.
-    const bool unblocked = reply && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-    const bool refused = reply && reply->type == REDIS_REPLY_ERROR;
+    const bool unblocked = reply && reply->IsInteger() && reply->integer == 1;
+    const bool refused = reply && reply->IsError();
     if (unblocked || refused) continue;
     std::lock_guard<std::mutex> lock(mu_);
     if (live_busy_ && live_gen_ == q.gen) {
@@ -459,20 +478,18 @@ void ReaderRedis::ExecuteBatch(std::vector<Queued>& batch) {
 
 bool ReaderRedis::EnsureLive(std::string* error) {
   if (live_ready_) return true;
-  if (!live_conn_.Ensure(error)) return false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_open_ = true;
-  }
-  // The id lets the command connection cut this connection's blocked read short.
-  RedisReplyPtr id = live_conn_.Command({"CLIENT", "ID"}, error);
-  if (!id) {
+  // The id lets the command connection cut this connection's blocked read short. The
+  // command connects first if it must.
+  Result<redis::Reply> id = live_conn_.Run({"CLIENT", "ID"}, redis::CommandKind::kRead);
+  if (!id.ok()) {
+    *error = id.error().message;
     std::lock_guard<std::mutex> lock(mu_);
     live_open_ = false;
     return false;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (id->type == REDIS_REPLY_INTEGER) {
+  live_open_ = true;
+  if (id->IsInteger()) {
     live_client_id_ = id->integer;
   } else {
     live_client_id_.reset();
@@ -562,7 +579,14 @@ void ReaderRedis::RunLive() {
     Deliver(answers);
     if (args.empty()) continue;
     const Clock::time_point sent_at = Clock::now();
-    RedisReplyPtr reply = live_conn_.Command(args, &error, block + command_timeout_);
+    Result<redis::Reply> result =
+        live_conn_.Run(args, redis::CommandKind::kRead, block + command_timeout_);
+    std::optional<redis::Reply> reply;
+    if (result.ok()) {
+      reply = std::move(result).value();
+    } else {
+      error = result.error().message;
+    }
     bool recut = false;
     // Redis starts the BLOCK when the command arrives, after sent_at: a nil reply earlier
     // than this was an unblock, not a timeout.
@@ -573,7 +597,7 @@ void ReaderRedis::RunLive() {
       std::vector<LiveRead> reads = std::move(live_in_flight_);
       live_in_flight_.clear();
       live_busy_ = false;
-      if (!reply) {  // RedisConn dropped the connection: reconnect for the next read
+      if (!reply) {  // the connection dropped itself: reconnect for the next read
         live_ready_ = false;
         live_open_ = false;
         live_client_id_.reset();
@@ -581,11 +605,10 @@ void ReaderRedis::RunLive() {
       if (!reply && live_cut_) {
         // Our own cut: answered like an unblocked read (the cancelled readers kNil, the
         // others carried over), not as a failure of Redis.
-        redisReply cut{};
-        cut.type = REDIS_REPLY_NIL;
+        redis::Reply cut;  // nil
         answers = AnswerLiveLocked(reads, &cut, error, false);
       } else {
-        answers = AnswerLiveLocked(reads, reply.get(), error, timed_out);
+        answers = AnswerLiveLocked(reads, reply ? &*reply : nullptr, error, timed_out);
       }
       if (reply && live_cut_) {
         // The cut came after the reply: the socket is shut down all the same.
@@ -596,13 +619,13 @@ void ReaderRedis::RunLive() {
       }
       live_cut_ = false;
     }
-    if (recut) live_conn_.Reset();  // reconnect for the next read
+    if (recut) live_conn_.Disconnect();  // reconnect for the next read
     Deliver(answers);
   }
 }
 
 std::vector<ReaderRedis::Answer> ReaderRedis::AnswerLiveLocked(std::vector<LiveRead>& reads,
-                                                               const redisReply* reply,
+                                                               redis::Reply* reply,
                                                                const std::string& error,
                                                                bool timed_out) {
   std::vector<Answer> answers;
@@ -615,10 +638,10 @@ std::vector<ReaderRedis::Answer> ReaderRedis::AnswerLiveLocked(std::vector<LiveR
     all(ReaderReply::Error(ReaderReply::Kind::kTransport, error));
     return answers;
   }
-  if (reply->type == REDIS_REPLY_ERROR) {
+  if (reply->IsError()) {
     // NOGROUP names the key: "NOGROUP No such key 's' or consumer group 'G' in XREADGROUP
     // with GROUP option". Only that reader must recreate its group.
-    const std::string text = ReplyText(reply);
+    const std::string text = ClusterRefusal(*reply).value_or(reply->str);
     const LiveRead* named = nullptr;
     int matches = 0;
     for (const LiveRead& read : reads) {
@@ -638,7 +661,7 @@ std::vector<ReaderRedis::Answer> ReaderRedis::AnswerLiveLocked(std::vector<LiveR
     }
     return answers;
   }
-  if (reply->type == REDIS_REPLY_NIL) {
+  if (reply->IsNil()) {
     if (timed_out) {
       all(Nil());
       return answers;
@@ -658,20 +681,18 @@ std::vector<ReaderRedis::Answer> ReaderRedis::AnswerLiveLocked(std::vector<LiveR
     std::reverse(answers.begin(), answers.end());
     return answers;
   }
-  if (reply->type != REDIS_REPLY_ARRAY ||
-      !std::all_of(reply->element, reply->element + reply->elements, IsStreamReply)) {
-    all(Unexpected(as, reply));
+  if (!reply->IsArray() ||
+      !std::all_of(reply->elements.begin(), reply->elements.end(), IsStreamReply)) {
+    all(Unexpected(as, *reply));
     return answers;
   }
-  std::unordered_map<std::string, const redisReply*> by_stream;
-  for (size_t i = 0; i < reply->elements; ++i) {
-    by_stream.emplace(ReplyText(reply->element[i]->element[0]), reply->element[i]->element[1]);
-  }
+  std::unordered_map<std::string_view, redis::Reply*> by_stream;
+  for (redis::Reply& s : reply->elements) by_stream.emplace(s.elements[0].str, &s.elements[1]);
   for (const LiveRead& read : reads) {
     ReaderReply r = Nil();
     if (auto it = by_stream.find(read.stream); it != by_stream.end()) {
       r.kind = ReaderReply::Kind::kOk;
-      r.entries = ParseEntries(it->second);
+      r.entries = ParseEntries(*it->second);
     }
     answers.push_back({read.token, std::move(r)});
   }

@@ -62,7 +62,8 @@
 #include <vector>
 
 #include "client/reader_core.h"
-#include "client/redis_conn.h"
+#include "redis/connection.h"
+#include "redis/reply.h"
 
 namespace rsc::client {
 
@@ -80,8 +81,8 @@ std::vector<std::string> ReaderCommandArgs(const ReaderCoreConfig& config,
                                            const ReaderCommand& command);
 // A reply to `command` as the core reads it: an error reply is kError with its text; a nil
 // reply to a read is kNil; a reply of the wrong shape is kError ("... unexpected reply").
-// Only command.kind is used. `reply` must not be null.
-ReaderReply ParseReaderReply(const ReaderCommand& command, const redisReply* reply);
+// Only command.kind is used. Strings are moved out of `reply`.
+ReaderReply ParseReaderReply(const ReaderCommand& command, redis::Reply& reply);
 
 // One answer: the token given to Submit and its reply.
 struct ReaderAnswer {
@@ -103,17 +104,17 @@ class ReaderRedis {
 
   static constexpr size_t kMaxPipeline = 1000;
 
-  // `command_timeout`: the socket timeout of every command; a live read gets its BLOCK on
-  // top. Nothing connects before Start().
-  ReaderRedis(RedisTarget target, std::chrono::milliseconds command_timeout, Done done);
+  // `redis.command_timeout`: the socket timeout of every command; a live read gets its BLOCK
+  // on top. Nothing connects before Start().
+  ReaderRedis(redis::ConnectionOptions redis, Done done);
   ~ReaderRedis();  // Stop()
   ReaderRedis(const ReaderRedis&) = delete;
   ReaderRedis& operator=(const ReaderRedis&) = delete;
 
   // Starts the two threads. Commands submitted before are sent then. Call at most once.
   void Start();
-  // Cuts both connections (RedisConn::Interrupt) and joins the threads; returns within about
-  // a round trip even with a read blocked. Outstanding Submits get no reply, later ones are
+  // Cuts both connections (redis::Connection::Interrupt) and joins the threads; returns within
+  // about a round trip even with a read blocked. Outstanding Submits get no reply, later ones are
   // dropped; `done` is not called once Stop() returned. Idempotent.
   void Stop();
   // Queues one command of reader `token`. `config` gives the stream, group, consumer name and
@@ -169,7 +170,8 @@ class ReaderRedis {
   bool EnsureLive(std::string* error);
   // Answers of a combined read that returned `reply` (nullptr: transport failure, `error`);
   // puts the readers to carry over back at the front of live_queue_.
-  std::vector<Answer> AnswerLiveLocked(std::vector<LiveRead>& reads, const redisReply* reply,
+  // Strings are moved out of `reply`.
+  std::vector<Answer> AnswerLiveLocked(std::vector<LiveRead>& reads, redis::Reply* reply,
                                        const std::string& error, bool timed_out);
   // Queues a CLIENT UNBLOCK for the combined read in flight, unless one was queued already.
   void RequestUnblockLocked(std::optional<Clock::time_point> not_before = std::nullopt);
@@ -181,8 +183,8 @@ class ReaderRedis {
   BatchDone batch_done_;  // set before Start(), then read-only
 
   // Each used by its own thread only (plus Interrupt() from Stop()).
-  RedisConn command_conn_;
-  RedisConn live_conn_;
+  redis::Connection command_conn_;
+  redis::Connection live_conn_;
   bool live_ready_ = false;  // live thread only: connected and CLIENT ID asked
 
   // Set by Stop() before it cuts the connections: no `done` from then on.

@@ -1,11 +1,13 @@
 #include "redis/cluster.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <map>
 #include <set>
 #include <thread>
+
+#include "redis/log.h"
 
 namespace rsc::redis {
 namespace {
@@ -25,6 +27,10 @@ bool SplitAddress(std::string_view address, std::string* host, int* port) {
   if (ec != std::errc() || ptr != p.data() + p.size()) return false;
   *host = std::string(h);
   return true;
+}
+
+bool IsRedirect(const Result<Reply>& r) {
+  return r.ok() && (r->ErrorIs("MOVED") || r->ErrorIs("ASK") || r->ErrorIs("TRYAGAIN"));
 }
 
 std::string JoinAddress(const std::string& host, int port) {
@@ -137,8 +143,8 @@ Status ClusterExecutor::LoadSlotsFrom(const std::string& address) {
     }
   }
   if (covered < kClusterSlots) {
-    spdlog::warn("redis cluster: only {} of {} slots are served (via {})", covered, kClusterSlots,
-                 address);
+    Log(LogLevel::kWarn, fmt::format("redis cluster: only {} of {} slots are served (via {})",
+                                     covered, kClusterSlots, address));
   }
   std::lock_guard<std::mutex> lock(mu_);
   slots_ = std::move(slots);
@@ -164,6 +170,46 @@ Status ClusterExecutor::RefreshSlots() {
 }
 
 Result<Reply> ClusterExecutor::Run(std::string_view key, const Command& cmd, CommandKind kind) {
+  return RunOne(key, cmd, kind, {});
+}
+
+std::vector<Result<Reply>> ClusterExecutor::RunBatch(const std::vector<KeyedCommand>& cmds,
+                                                     CommandKind kind,
+                                                     const BeforeWrite& before_write) {
+  std::vector<Result<Reply>> out(cmds.size(), MakeError(ErrorCode::kInternal, "not run"));
+  std::map<std::string, std::vector<size_t>> by_node;
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    by_node[NodeForSlot(KeySlot(cmds[i].key))].push_back(i);
+  }
+  for (const auto& [node, indices] : by_node) {
+    {
+      // Returned before the follow-ups below, which may need this node's connection again.
+      auto lease = PoolFor(node)->Checkout();
+      if (!lease.ok()) {
+        for (size_t i : indices) out[i] = lease.error();
+      } else {
+        std::vector<const Command*> batch;
+        batch.reserve(indices.size());
+        for (size_t i : indices) batch.push_back(&cmds[i].cmd);
+        std::vector<Result<Reply>> replies = RunPipeline(**lease, batch, kind, before_write);
+        for (size_t j = 0; j < indices.size(); ++j) out[indices[j]] = std::move(replies[j]);
+      }
+    }
+    // A redirection means the command did not run, nor did one that failed before it was
+    // sent (REDIS_UNAVAILABLE): both are sent again on their own, in input order, following
+    // the cluster from there (a failover relearns the slot map once).
+    for (size_t i : indices) {
+      const bool unsent = !out[i].ok() && out[i].error().code == ErrorCode::kRedisUnavailable;
+      if (IsRedirect(out[i]) || unsent) {
+        out[i] = RunOne(cmds[i].key, cmds[i].cmd, kind, before_write);
+      }
+    }
+  }
+  return out;
+}
+
+Result<Reply> ClusterExecutor::RunOne(std::string_view key, const Command& cmd, CommandKind kind,
+                                      const BeforeWrite& before_write) {
   const int slot = KeySlot(key);
   std::string node = NodeForSlot(slot);
   bool asking = false;
@@ -172,7 +218,11 @@ Result<Reply> ClusterExecutor::Run(std::string_view key, const Command& cmd, Com
     auto lease = PoolFor(node)->Checkout();
     if (!lease.ok()) return lease.error();
     Result<Reply> reply = MakeError(ErrorCode::kInternal, "not run");
-    if (asking) {
+    if (Status ready = (*lease)->Ready(); !ready.ok()) {
+      reply = ready.error();
+    } else if (before_write && !before_write()) {
+      return MakeError(ErrorCode::kRedisUnavailable, "not sent: its deadline passed");
+    } else if (asking) {
       auto replies = (*lease)->Pipeline({{"ASKING"}, cmd}, kind);
       if (replies.ok()) {
         reply = std::move(replies.value()[1]);
@@ -247,6 +297,35 @@ std::string ClusterExecutor::Describe() const {
   std::string nodes;
   for (const auto& n : seen) nodes += (nodes.empty() ? "" : ",") + n;
   return fmt::format("redis cluster, {} masters: {}", seen.size(), nodes);
+}
+
+Result<std::unique_ptr<Executor>> OpenExecutor(const ConnectionOptions& options, ClusterMode mode,
+                                               size_t pool_size,
+                                               std::chrono::milliseconds checkout_wait) {
+  if (mode == ClusterMode::kAuto) {
+    // Asked on database 0: a cluster refuses SELECT, which would hide the real reason.
+    ConnectionOptions db0 = options;
+    db0.db = 0;
+    Connection probe(db0);
+    auto info = probe.Run({"INFO", "cluster"}, CommandKind::kRead);
+    if (!info.ok()) return info.error();
+    // A server that refuses INFO (renamed by a managed service) is treated as single.
+    mode = info->IsString() && info->str.find("cluster_enabled:1") != std::string::npos
+               ? ClusterMode::kCluster
+               : ClusterMode::kSingle;
+  }
+  if (mode == ClusterMode::kSingle) {
+    return std::unique_ptr<Executor>(
+        std::make_unique<SingleNodeExecutor>(options, pool_size, checkout_wait));
+  }
+  if (options.db != 0) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("Redis Cluster has only database 0, but the URL for {} selects {}",
+                                 options.Address(), options.db));
+  }
+  auto cluster = ClusterExecutor::Connect(options, pool_size, checkout_wait);
+  if (!cluster.ok()) return cluster.error();
+  return std::unique_ptr<Executor>(std::move(cluster).value());
 }
 
 }  // namespace rsc::redis

@@ -42,6 +42,8 @@ class ClusterExecutor : public Executor {
                                                           std::chrono::milliseconds checkout_wait);
 
   Result<Reply> Run(std::string_view key, const Command& cmd, CommandKind kind) override;
+  std::vector<Result<Reply>> RunBatch(const std::vector<KeyedCommand>& cmds, CommandKind kind,
+                                      const BeforeWrite& before_write = {}) override;
   Result<std::vector<std::string>> Masters() override;
   Result<Reply> RunOn(const std::string& node, const Command& cmd, CommandKind kind) override;
   std::string Describe() const override;
@@ -56,6 +58,9 @@ class ClusterExecutor : public Executor {
   ClusterExecutor(ConnectionOptions seed, size_t pool_size,
                   std::chrono::milliseconds checkout_wait);
 
+  // Run, with `before_write` asked before each attempt is written.
+  Result<Reply> RunOne(std::string_view key, const Command& cmd, CommandKind kind,
+                       const BeforeWrite& before_write);
   ConnectionPool* PoolFor(const std::string& address);
   std::string NodeForSlot(int slot);
   // Parses "host:port" of a redirection; an empty host means "the host you reached me at".

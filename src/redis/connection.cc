@@ -6,12 +6,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "redis/log.h"
 
 namespace rsc::redis {
 namespace {
@@ -23,36 +24,50 @@ timeval ToTimeval(std::chrono::milliseconds ms) {
   return tv;
 }
 
-Reply Convert(const redisReply* r) {
-  Reply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::kString;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::kStatus;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::kError;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::kInteger;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::kArray;
-      out.elements.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Convert(r->element[i]));
-      break;
-    default:
-      out.type = Reply::Type::kNil;
-      break;
-  }
-  return out;
+// hiredis builds replies through these functions, so a reply is parsed straight into the
+// owned Reply tree: no intermediate redisReply tree to copy and free (the readers' payloads
+// are copied once, from hiredis's read buffer). A child lives inside its parent's
+// `elements`, sized when the array header is read; only the root is allocated, and hiredis
+// frees only roots (redisReaderFree, a dropped partial reply).
+Reply* Slot(const redisReadTask* task) {
+  if (task->parent == nullptr) return new Reply();
+  auto* parent = static_cast<Reply*>(task->parent->obj);
+  return &parent->elements[static_cast<size_t>(task->idx)];
 }
+
+void* CreateString(const redisReadTask* task, char* str, size_t len) {
+  Reply* r = Slot(task);
+  r->type = task->type == REDIS_REPLY_ERROR    ? Reply::Type::kError
+            : task->type == REDIS_REPLY_STATUS ? Reply::Type::kStatus
+                                               : Reply::Type::kString;
+  r->str.assign(str, len);
+  return r;
+}
+
+void* CreateArray(const redisReadTask* task, int elements) {
+  Reply* r = Slot(task);
+  r->type = Reply::Type::kArray;
+  if (elements > 0) r->elements.resize(static_cast<size_t>(elements));
+  return r;
+}
+
+void* CreateInteger(const redisReadTask* task, long long value) {
+  Reply* r = Slot(task);
+  r->type = Reply::Type::kInteger;
+  r->integer = value;
+  return r;
+}
+
+void* CreateNil(const redisReadTask* task) {
+  Reply* r = Slot(task);
+  r->type = Reply::Type::kNil;
+  return r;
+}
+
+void FreeReply(void* reply) { delete static_cast<Reply*>(reply); }
+
+const redisReplyObjectFunctions kReplyFunctions = {CreateString, CreateArray, CreateInteger,
+                                                   CreateNil, FreeReply};
 
 // hiredis 0.14 reports a receive timeout as an I/O error with EAGAIN's text.
 bool LooksLikeTimeout(const redisContext* c) {
@@ -143,19 +158,51 @@ Connection::Connection(ConnectionOptions options) : options_(std::move(options))
 Connection::~Connection() { Disconnect(); }
 
 void Connection::Disconnect() {
-  if (ctx_ != nullptr) {
-    redisFree(ctx_);
+  redisContext* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    c = ctx_;
     ctx_ = nullptr;
+  }
+  if (c != nullptr) redisFree(c);
+  outstanding_ = 0;
+  outstanding_write_ = false;
+}
+
+void Connection::Cut() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  if (ctx_ != nullptr && ctx_->fd >= 0) ::shutdown(ctx_->fd, SHUT_RDWR);
+}
+
+void Connection::Interrupt() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  interrupted_ = true;
+  if (ctx_ != nullptr && ctx_->fd >= 0) ::shutdown(ctx_->fd, SHUT_RDWR);
+}
+
+void Connection::SetTimeout(std::chrono::milliseconds timeout) {
+  if (ctx_ != nullptr && timeout != timeout_now_) {
+    redisSetTimeout(ctx_, ToTimeval(timeout));
+    timeout_now_ = timeout;
   }
 }
 
 void Connection::SetCommandTimeout(std::chrono::milliseconds timeout) {
   options_.command_timeout = timeout;
-  if (ctx_ != nullptr) redisSetTimeout(ctx_, ToTimeval(timeout));
+  SetTimeout(timeout);
 }
 
 Status Connection::Connect() {
   if (ctx_ != nullptr) return OkStatus();
+  const auto interrupted = [&] {
+    return MakeError(ErrorCode::kRedisUnavailable,
+                     fmt::format("redis {}: the connection was interrupted (its owner is stopping)",
+                                 options_.Address()));
+  };
+  {
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    if (interrupted_) return interrupted();
+  }
   redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
                                             ToTimeval(options_.connect_timeout));
   if (c == nullptr) {
@@ -171,7 +218,16 @@ Status Connection::Connect() {
   }
   redisSetTimeout(c, ToTimeval(options_.command_timeout));
   redisEnableKeepAlive(c);
-  ctx_ = c;
+  c->reader->fn = const_cast<redisReplyObjectFunctions*>(&kReplyFunctions);
+  {
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    if (interrupted_) {
+      redisFree(c);
+      return interrupted();
+    }
+    ctx_ = c;
+  }
+  timeout_now_ = options_.command_timeout;
 
   std::vector<Command> handshake;
   if (!options_.password.empty()) {
@@ -183,24 +239,27 @@ Status Connection::Connect() {
   }
   if (options_.db != 0) handshake.push_back({"SELECT", std::to_string(options_.db)});
   if (!handshake.empty()) {
-    auto replies = Exchange(handshake, CommandKind::kRead);
-    if (!replies.ok()) {
-      Disconnect();
-      return MakeError(ErrorCode::kRedisUnavailable, replies.error().message);
-    }
-    for (size_t i = 0; i < handshake.size(); ++i) {
-      const Reply& r = replies.value()[i];
-      if (r.IsError()) {
-        Disconnect();
+    std::vector<const Command*> ptrs;
+    for (const Command& h : handshake) ptrs.push_back(&h);
+    Status sent = Write(ptrs, CommandKind::kRead);
+    for (size_t i = 0; sent.ok() && i < handshake.size(); ++i) {
+      Result<Reply> r = Receive();
+      if (!r.ok()) {
+        sent = r.error();
+      } else if (r->IsError()) {
         // Never echo the password; the command name is enough to act on.
-        return MakeError(
+        sent = MakeError(
             ErrorCode::kRedisUnavailable,
             fmt::format("Redis at {} refused {}{}: {}", options_.Address(), handshake[i][0],
                         handshake[i][0] == "AUTH" && !options_.user.empty()
                             ? " for user '" + options_.user + "'"
                             : "",
-                        r.str));
+                        r->str));
       }
+    }
+    if (!sent.ok()) {
+      Disconnect();
+      return MakeError(ErrorCode::kRedisUnavailable, sent.error().message);
     }
   }
   if (connects_++ > 0) ++reconnects_;
@@ -219,7 +278,8 @@ void Connection::DropIfClosedByPeer() {
     // got == 0: orderly EOF (restart, SHUTDOWN, CLIENT KILL). got > 0: bytes nobody asked
     // for, which would desynchronise replies. Either way the socket is unusable.
   }
-  spdlog::debug("redis {}: idle connection closed by peer; reconnecting", options_.Address());
+  Log(LogLevel::kDebug,
+      fmt::format("redis {}: idle connection closed by peer; reconnecting", options_.Address()));
   Disconnect();
 }
 
@@ -229,25 +289,58 @@ Result<Reply> Connection::Run(const Command& cmd, CommandKind kind) {
   return std::move(replies.value()[0]);
 }
 
-Result<std::vector<Reply>> Connection::Pipeline(const std::vector<Command>& cmds,
-                                                CommandKind kind) {
-  DropIfClosedByPeer();
-  if (Status s = Connect(); !s.ok()) return s.error();
-  return Exchange(cmds, kind);
+Result<Reply> Connection::Run(const Command& cmd, CommandKind kind,
+                              std::chrono::milliseconds timeout) {
+  RSC_RETURN_IF_ERROR(Send({cmd}, kind));
+  SetTimeout(timeout);
+  Result<Reply> r = Receive();
+  SetTimeout(options_.command_timeout);
+  return r;
 }
 
-Result<std::vector<Reply>> Connection::Exchange(const std::vector<Command>& cmds,
+Result<std::vector<Reply>> Connection::Pipeline(const std::vector<Command>& cmds,
                                                 CommandKind kind) {
+  RSC_RETURN_IF_ERROR(Send(cmds, kind));
+  std::vector<Reply> out;
+  out.reserve(cmds.size());
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    Result<Reply> r = Receive();
+    if (!r.ok()) return r.error();
+    out.push_back(std::move(r).value());
+  }
+  return out;
+}
+
+Status Connection::Send(const std::vector<Command>& cmds, CommandKind kind) {
+  std::vector<const Command*> ptrs;
+  ptrs.reserve(cmds.size());
+  for (const Command& c : cmds) ptrs.push_back(&c);
+  return Send(ptrs, kind);
+}
+
+Status Connection::Send(const std::vector<const Command*>& cmds, CommandKind kind) {
+  RSC_RETURN_IF_ERROR(Ready());
+  return Write(cmds, kind);
+}
+
+Status Connection::Ready() {
+  // Replies of an earlier pipeline nobody read would be taken for this one's.
+  if (outstanding_ > 0) Disconnect();
+  DropIfClosedByPeer();
+  return Connect();
+}
+
+Status Connection::Write(const std::vector<const Command*>& cmds, CommandKind kind) {
   // Offsets into the output buffer where each command ends: after a failed write they
   // tell which commands were completely handed to the kernel (and may have run).
   std::vector<size_t> ends;
   ends.reserve(cmds.size());
   std::vector<const char*> argv;
   std::vector<size_t> argvlen;
-  for (const Command& cmd : cmds) {
+  for (const Command* cmd : cmds) {
     argv.clear();
     argvlen.clear();
-    for (const std::string& a : cmd) {
+    for (const std::string& a : *cmd) {
       argv.push_back(a.data());
       argvlen.push_back(a.size());
     }
@@ -283,30 +376,38 @@ Result<std::vector<Reply>> Connection::Exchange(const std::vector<Command>& cmds
                        fmt::format("redis {}: write failed: {}", options_.Address(), why));
     }
   }
+  outstanding_ = cmds.size();
+  outstanding_write_ = kind == CommandKind::kWrite && !cmds.empty();
+  return OkStatus();
+}
 
-  std::vector<Reply> out;
-  out.reserve(cmds.size());
-  for (size_t i = 0; i < cmds.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-      std::string why = LooksLikeTimeout(ctx_)
-                            ? fmt::format("no reply within {} ms", options_.command_timeout.count())
-                            : std::string(ctx_->errstr);
-      Disconnect();
-      if (kind == CommandKind::kWrite) {
-        return MakeError(ErrorCode::kUnknownResult,
-                         fmt::format("redis {}: {} after sending; the write may or may not have "
-                                     "been applied",
-                                     options_.Address(), why));
-      }
-      return MakeError(ErrorCode::kRedisUnavailable,
-                       fmt::format("redis {}: {}", options_.Address(), why));
-    }
-    auto* reply = static_cast<redisReply*>(raw);
-    out.push_back(Convert(reply));
-    freeReplyObject(reply);
+Result<Reply> Connection::Receive() {
+  if (ctx_ == nullptr || outstanding_ == 0) {
+    return MakeError(ErrorCode::kRedisUnavailable,
+                     fmt::format("redis {}: connection lost before the reply", options_.Address()));
   }
-  return out;
+  void* raw = nullptr;
+  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return ReadFailure();
+  --outstanding_;
+  if (outstanding_ == 0) outstanding_write_ = false;
+  std::unique_ptr<Reply> reply(static_cast<Reply*>(raw));  // built by kReplyFunctions
+  return std::move(*reply);
+}
+
+Error Connection::ReadFailure() {
+  std::string why = LooksLikeTimeout(ctx_)
+                        ? fmt::format("no reply within {} ms", timeout_now_.count())
+                        : std::string(ctx_->errstr);
+  const bool write = outstanding_write_;
+  Disconnect();
+  if (write) {
+    return MakeError(ErrorCode::kUnknownResult,
+                     fmt::format("redis {}: {} after sending; the write may or may not have "
+                                 "been applied",
+                                 options_.Address(), why));
+  }
+  return MakeError(ErrorCode::kRedisUnavailable,
+                   fmt::format("redis {}: {}", options_.Address(), why));
 }
 
 ConnectionPool::Lease::~Lease() {

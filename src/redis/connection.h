@@ -1,6 +1,8 @@
 #pragma once
 // A synchronous hiredis connection with timeouts, AUTH, SELECT, pipelining and automatic
-// reconnect, plus a bounded thread-safe pool of them.
+// reconnect, plus a bounded thread-safe pool of them. The one Redis connection layer of the
+// project: the coordinator's store and the client library (producer, consumer readers)
+// both use it.
 //
 // Failure mapping — the one rule callers rely on (SPEC §4.1, ENGINEERING §4):
 //   * cannot connect, AUTH/SELECT refused, or an I/O error before a command was completely
@@ -22,13 +24,15 @@
 // swallowed); the process-wide disposition is left alone.
 //
 // Thread safety: a Connection is used by one thread at a time (the pool hands it out
-// exclusively). ConnectionPool is safe for concurrent use.
+// exclusively), except Cut() and Interrupt(), which any thread may call while the owner is
+// blocked in a command. ConnectionPool is safe for concurrent use.
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,13 +70,36 @@ class Connection {
 
   // Connects (TCP, AUTH, SELECT) unless already connected. Run/Pipeline call it lazily.
   Status Connect();
+  // Connect(), after replacing a socket the server closed while it was idle: what Send does
+  // first. For a caller that must check something between connecting and writing.
+  Status Ready();
   // Closes the socket; the next command reconnects.
   void Disconnect();
   bool connected() const { return ctx_ != nullptr; }
 
   Result<Reply> Run(const Command& cmd, CommandKind kind);
+  // The same with a reply timeout other than the connection's, for this command only (a
+  // blocking read: its BLOCK plus a margin).
+  Result<Reply> Run(const Command& cmd, CommandKind kind, std::chrono::milliseconds timeout);
   // Sends all commands in one write, then reads one reply per command, in order.
   Result<std::vector<Reply>> Pipeline(const std::vector<Command>& cmds, CommandKind kind);
+
+  // A pipeline whose replies are taken one at a time (a caller that answers each command
+  // as its reply arrives): Send connects if needed and writes `cmds` in one go; each
+  // Receive reads the next reply. A transport failure drops the connection: the failing
+  // Receive (or Send) is mapped as above, UNKNOWN_RESULT when a kWrite command of this
+  // pipeline may have run; later Receives of the same pipeline fail too (nothing to read).
+  Status Send(const std::vector<Command>& cmds, CommandKind kind);
+  Status Send(const std::vector<const Command*>& cmds, CommandKind kind);  // no copies
+  Result<Reply> Receive();
+
+  // Shuts the socket down (any thread): a command the owner is blocked in fails at once
+  // with a transport error; the owner's next command reconnects. For a shared blocking read
+  // that must end now while its owner goes on.
+  void Cut();
+  // Cut(), and from now on every command fails at once without connecting: for an owner
+  // that is stopping (the client's reader threads at shutdown).
+  void Interrupt();
 
   // Applies to subsequent commands (e.g. a longer budget for SCAN or DEBUG SLEEP tests).
   void SetCommandTimeout(std::chrono::milliseconds timeout);
@@ -84,12 +111,23 @@ class Connection {
  private:
   // Drops the socket if the server closed it while we were idle.
   void DropIfClosedByPeer();
-  // Sends the commands on the established context and reads their replies, mapping
-  // transport failures as described at the top of this file.
-  Result<std::vector<Reply>> Exchange(const std::vector<Command>& cmds, CommandKind kind);
+  // Writes the commands on the established context; Receive reads their replies. Transport
+  // failures are mapped as described at the top of this file.
+  Status Write(const std::vector<const Command*>& cmds, CommandKind kind);
+  Error ReadFailure();
+  void SetTimeout(std::chrono::milliseconds timeout);
 
   ConnectionOptions options_;
+  // Assigned and freed by the owner thread under fd_mu_ and read by it without the lock;
+  // Cut/Interrupt read it under fd_mu_, so the socket they shut down cannot be closed (and
+  // its number reused) meanwhile.
   redisContext* ctx_ = nullptr;
+  std::mutex fd_mu_;
+  bool interrupted_ = false;  // guarded by fd_mu_
+  // The pipeline in flight: replies still to read and whether a kWrite is among them.
+  size_t outstanding_ = 0;
+  bool outstanding_write_ = false;
+  std::chrono::milliseconds timeout_now_{0};  // the socket's current reply timeout
   int64_t connects_ = 0;
   int64_t reconnects_ = 0;
 };

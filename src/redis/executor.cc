@@ -1,8 +1,8 @@
 #include "redis/executor.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
+#include "redis/log.h"
 #include "redis/sha1.h"
 
 namespace rsc::redis {
@@ -16,6 +16,49 @@ Result<Reply> SingleNodeExecutor::Run(std::string_view /*key*/, const Command& c
   auto lease = pool_.Checkout();
   if (!lease.ok()) return lease.error();
   return (*lease)->Run(cmd, kind);
+}
+
+std::vector<Result<Reply>> RunPipeline(Connection& conn, const std::vector<const Command*>& cmds,
+                                       CommandKind kind, const BeforeWrite& before_write) {
+  std::vector<Result<Reply>> out;
+  out.reserve(cmds.size());
+  auto fail_all = [&](const Error& e) {
+    while (out.size() < cmds.size()) out.emplace_back(e);
+  };
+  if (Status ready = conn.Ready(); !ready.ok()) {
+    fail_all(ready.error());
+    return out;
+  }
+  if (before_write && !before_write()) {
+    fail_all(MakeError(ErrorCode::kRedisUnavailable, "not sent: its deadline passed"));
+    return out;
+  }
+  if (Status sent = conn.Send(cmds, kind); !sent.ok()) {
+    fail_all(sent.error());
+    return out;
+  }
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    Result<Reply> r = conn.Receive();
+    if (!r.ok()) {
+      // This reply and every later one of the pipeline are lost with the connection.
+      fail_all(r.error());
+      break;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<Result<Reply>> SingleNodeExecutor::RunBatch(const std::vector<KeyedCommand>& cmds,
+                                                        CommandKind kind,
+                                                        const BeforeWrite& before_write) {
+  if (cmds.empty()) return {};
+  auto lease = pool_.Checkout();
+  if (!lease.ok()) return std::vector<Result<Reply>>(cmds.size(), lease.error());
+  std::vector<const Command*> batch;
+  batch.reserve(cmds.size());
+  for (const KeyedCommand& c : cmds) batch.push_back(&c.cmd);
+  return RunPipeline(**lease, batch, kind, before_write);
 }
 
 Result<std::vector<std::string>> SingleNodeExecutor::Masters() {
@@ -57,10 +100,9 @@ Result<Reply> LuaScript::Eval(Executor& executor, const std::vector<std::string>
   // step, and being an ordinary keyed command it follows MOVED/ASK like the first attempt
   // (a separate SCRIPT LOAD has no key, so in a cluster it could reach the wrong node).
   if (reloads != nullptr) reloads->fetch_add(1, std::memory_order_relaxed);
-  spdlog::info(
-      "redis: script '{}' missing from the script cache (restart, failover or "
-      "SCRIPT FLUSH); loading it again",
-      name_);
+  Log(LogLevel::kInfo, fmt::format("redis: script '{}' missing from the script cache "
+                                   "(restart, failover or SCRIPT FLUSH); loading it again",
+                                   name_));
   cmd[0] = "EVAL";
   cmd[1] = body_;
   return executor.Run(route, cmd, kind);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,9 +19,30 @@
 
 namespace rsc::redis {
 
+// One command and the key that routes it (its slot on a cluster).
+struct KeyedCommand {
+  std::string key;
+  Command cmd;
+};
+
+// Asked right before a pipeline is written, after its connection is up: false leaves those
+// commands unsent (REDIS_UNAVAILABLE "not sent"). The producer's routing-lease check: a
+// connect can take up to the connect timeout, and no XADD may leave after the lease ended.
+using BeforeWrite = std::function<bool()>;
+
 class Executor {
  public:
   virtual ~Executor() = default;
+
+  // Runs every command on the node serving its key, one pipeline per node, and answers in
+  // input order (per-node order = input order, so commands on one key keep their order).
+  // Redirections are followed per command; transport failures are mapped per command as
+  // in connection.h (a command whose pipeline failed before it was sent: REDIS_UNAVAILABLE;
+  // after: UNKNOWN_RESULT for kWrite). Commands on one node after a failure in its pipeline
+  // are not sent again.
+  virtual std::vector<Result<Reply>> RunBatch(const std::vector<KeyedCommand>& cmds,
+                                              CommandKind kind,
+                                              const BeforeWrite& before_write = {}) = 0;
 
   // Runs `cmd` on the node serving `key`'s slot. Error replies come back as Reply{kError}
   // (except cluster redirections, which are followed); transport failures as errors
@@ -42,6 +64,8 @@ class SingleNodeExecutor : public Executor {
                      std::chrono::milliseconds checkout_wait);
 
   Result<Reply> Run(std::string_view key, const Command& cmd, CommandKind kind) override;
+  std::vector<Result<Reply>> RunBatch(const std::vector<KeyedCommand>& cmds, CommandKind kind,
+                                      const BeforeWrite& before_write = {}) override;
   Result<std::vector<std::string>> Masters() override;
   Result<Reply> RunOn(const std::string& node, const Command& cmd, CommandKind kind) override;
   std::string Describe() const override;
@@ -49,6 +73,25 @@ class SingleNodeExecutor : public Executor {
  private:
   ConnectionPool pool_;
 };
+
+enum class ClusterMode {
+  kAuto,    // ask the server (INFO cluster) when opening
+  kSingle,  // one server (or a proxy that hides the cluster)
+  kCluster  // Redis Cluster: slot routing, MOVED/ASK
+};
+
+// The executor for a URL's server: kAuto asks it (`INFO cluster`; a server that refuses INFO,
+// as some managed services do, counts as single). A cluster is named by any one of its nodes;
+// it has only database 0. Errors: REDIS_UNAVAILABLE (cannot reach it), INVALID_REQUEST (a
+// database other than 0 on a cluster, a node not in cluster mode or slots not all served).
+Result<std::unique_ptr<Executor>> OpenExecutor(const ConnectionOptions& options, ClusterMode mode,
+                                               size_t pool_size,
+                                               std::chrono::milliseconds checkout_wait);
+
+// Runs one pipeline of `cmds` on `conn`, asking `before_write` first: a reply or mapped
+// error per command. Shared by the executors.
+std::vector<Result<Reply>> RunPipeline(Connection& conn, const std::vector<const Command*>& cmds,
+                                       CommandKind kind, const BeforeWrite& before_write);
 
 // A Lua script run by EVALSHA. On NOSCRIPT (script cache emptied by a restart, failover or
 // SCRIPT FLUSH — SPEC L5, the failure class of the PSYNC2 postmortem) it is run once more

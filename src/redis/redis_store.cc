@@ -97,29 +97,14 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(const RedisUrl& url,
   co.connect_timeout = options.connect_timeout;
   co.command_timeout = options.command_timeout;
 
-  ClusterMode mode = options.cluster;
-  if (mode == ClusterMode::kAuto) {
-    Connection probe(co);
-    auto info = probe.Run({"INFO", "cluster"}, CommandKind::kRead);
-    if (!info.ok()) return info.error();
-    // A server that refuses INFO (renamed by a managed service) is treated as single.
-    mode = info->IsString() && info->str.find("cluster_enabled:1") != std::string::npos
-               ? ClusterMode::kCluster
-               : ClusterMode::kSingle;
+  auto opened = OpenExecutor(co, options.cluster, options.pool_size, options.checkout_wait);
+  if (!opened.ok()) {
+    Error e = opened.error();
+    // Name the URL the operator gave (password redacted), not only the address.
+    if (e.code == ErrorCode::kInvalidRequest) e.message += fmt::format(" ({})", url.Redacted());
+    return e;
   }
-  std::unique_ptr<Executor> executor;
-  if (mode == ClusterMode::kCluster) {
-    if (url.db != 0) {
-      return MakeError(ErrorCode::kInvalidRequest,
-                       fmt::format("Redis Cluster has only database 0, but {} selects {}",
-                                   url.Redacted(), url.db));
-    }
-    auto cluster = ClusterExecutor::Connect(co, options.pool_size, options.checkout_wait);
-    if (!cluster.ok()) return cluster.error();
-    executor = std::move(cluster.value());
-  } else {
-    executor = std::make_unique<SingleNodeExecutor>(co, options.pool_size, options.checkout_wait);
-  }
+  std::unique_ptr<Executor> executor = std::move(opened).value();
   spdlog::info("redis store: {}", executor->Describe());
   return std::make_unique<RedisStore>(std::move(executor), options);
 }

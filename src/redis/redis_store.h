@@ -63,12 +63,6 @@ struct RedisStoreStats {
   std::atomic<int64_t> metadata_unreadable{0};  // Load: unknown versions, corrupt data (L3)
 };
 
-enum class ClusterMode {
-  kAuto,    // ask the server (INFO cluster) at Open
-  kSingle,  // one server (or a proxy that hides the cluster)
-  kCluster  // Redis Cluster: slot routing, MOVED/ASK
-};
-
 struct RedisStoreOptions {
   size_t pool_size = 8;  // connections per node
   std::chrono::milliseconds connect_timeout{1000};

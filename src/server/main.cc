@@ -13,6 +13,7 @@
 
 #include "redis/compat.h"
 #include "redis/connection.h"
+#include "redis/log.h"
 #include "redis/redis_store.h"
 #include "redis/redis_url.h"
 #include "server/api.h"
@@ -129,6 +130,19 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
+  rsc::redis::SetLogSink([](rsc::redis::LogLevel level, std::string_view line) {
+    switch (level) {
+      case rsc::redis::LogLevel::kDebug:
+        spdlog::debug("{}", line);
+        break;
+      case rsc::redis::LogLevel::kInfo:
+        spdlog::info("{}", line);
+        break;
+      case rsc::redis::LogLevel::kWarn:
+        spdlog::warn("{}", line);
+        break;
+    }
+  });
 
   std::string host;
   uint16_t port = 0;

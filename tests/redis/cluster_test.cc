@@ -145,21 +145,15 @@ TEST_F(ClusterTest, FollowsAskDuringMigrationAndMovedAfterIt) {
   live.set = {{"a", kNow + 10}};
   ASSERT_TRUE(store_->CompareAndSet(k, StoreRevision(1), nullptr, live, kNow)->applied);
   ASSERT_TRUE(store_->Load(k, kNow).ok());
-  const std::string slot = std::to_string(KeySlot(MetadataKey(k)));
+  const int slot = KeySlot(MetadataKey(k));
   const size_t src = Owner(MetadataKey(k));
   ASSERT_LT(src, clis_.size());
   const size_t dst = (src + 1) % clis_.size();
-  const std::string src_id = clis_[src]->Run({"CLUSTER", "MYID"}).str;
-  const std::string dst_id = clis_[dst]->Run({"CLUSTER", "MYID"}).str;
-  ASSERT_TRUE(clis_[dst]->Run({"CLUSTER", "SETSLOT", slot, "IMPORTING", src_id}).ok());
-  ASSERT_TRUE(clis_[src]->Run({"CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id}).ok());
-  auto moved_keys = clis_[src]->Run({"CLUSTER", "GETKEYSINSLOT", slot, "100"});
+  auto moved_keys = clis_[src]->Run({"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
   ASSERT_EQ(moved_keys.elements.size(), 2u) << moved_keys.ToString();  // hash + liveness
-  std::vector<std::string> migrate = {
-      "MIGRATE", "127.0.0.1", std::to_string(cluster_->node(dst).Port()), "", "0", "5000", "KEYS"};
-  for (const auto& e : moved_keys.elements) migrate.push_back(e.str);
-  auto mig = clis_[src]->Run(migrate);
-  ASSERT_TRUE(mig.ok()) << mig.ToString();
+  std::vector<std::string> keys;
+  for (const auto& e : moved_keys.elements) keys.push_back(e.str);
+  ASSERT_TRUE(cluster_->BeginSlotMigration(slot, src, dst, keys));
 
   // Mid-migration: the source answers ASK for keys it no longer has.
   auto during = store_->Load(k, kNow);
@@ -170,9 +164,7 @@ TEST_F(ClusterTest, FollowsAskDuringMigrationAndMovedAfterIt) {
   ASSERT_TRUE(cas.ok()) << Describe(cas);
   EXPECT_TRUE(cas->applied);
 
-  for (auto& cli : clis_) {
-    ASSERT_TRUE(cli->Run({"CLUSTER", "SETSLOT", slot, "NODE", dst_id}).ok());
-  }
+  ASSERT_TRUE(cluster_->FinishSlotMigration(slot, dst));
   auto after = store_->Load(k, kNow);
   ASSERT_TRUE(after.ok()) << Describe(after);
   EXPECT_EQ(after->revision.value(), 2);
@@ -182,6 +174,52 @@ TEST_F(ClusterTest, FollowsAskDuringMigrationAndMovedAfterIt) {
   const int64_t moved = executor().moved_count();
   ASSERT_TRUE(store_->Load(k, kNow).ok());
   EXPECT_EQ(executor().moved_count(), moved);
+}
+
+// The client library's batch path (SPEC CL1): one pipeline per master, answers in input
+// order, and a BeforeWrite that says no leaves every command unsent.
+TEST_F(ClusterTest, RunBatchAnswersInOrderAcrossMastersAndBeforeWriteCanStopIt) {
+  std::vector<KeyedCommand> cmds;
+  for (int i = 0; i < 60; ++i) {
+    const std::string key = "{batch:" + std::to_string(i % 12) + "}";
+    cmds.push_back({key, {"RPUSH", key, std::to_string(i)}});
+  }
+  int asked = 0;
+  auto refused = executor().RunBatch(cmds, CommandKind::kWrite, [&] {
+    ++asked;
+    return false;
+  });
+  ASSERT_EQ(refused.size(), cmds.size());
+  for (const auto& r : refused) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::kRedisUnavailable) << r.error().message;
+  }
+  EXPECT_GE(asked, 2) << "asked once per master pipeline (the keys span several masters)";
+  std::set<size_t> owners;
+  for (int k = 0; k < 12; ++k) {
+    const std::string key = "{batch:" + std::to_string(k) + "}";
+    EXPECT_EQ(Owner(key), clis_.size()) << key << " was written although refused";
+  }
+
+  auto done = executor().RunBatch(cmds, CommandKind::kWrite);
+  ASSERT_EQ(done.size(), cmds.size());
+  for (size_t i = 0; i < done.size(); ++i) {
+    ASSERT_TRUE(done[i].ok()) << Describe(done[i]);
+    EXPECT_EQ(done[i]->integer, static_cast<int64_t>(i / 12 + 1)) << "list length after push " << i;
+  }
+  for (int k = 0; k < 12; ++k) {
+    const std::string key = "{batch:" + std::to_string(k) + "}";
+    const size_t owner = Owner(key);
+    ASSERT_LT(owner, clis_.size());
+    owners.insert(owner);
+    auto items = clis_[owner]->Run({"LRANGE", key, "0", "-1"});
+    std::vector<std::string> got;
+    for (const auto& e : items.elements) got.push_back(e.str);
+    std::vector<std::string> want;
+    for (int i = k; i < 60; i += 12) want.push_back(std::to_string(i));
+    EXPECT_EQ(got, want) << key;
+  }
+  EXPECT_EQ(owners.size(), 3u);
 }
 
 // L4 on a cluster: the write probe must run on each node checked, not bounce with MOVED.

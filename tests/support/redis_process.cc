@@ -337,4 +337,42 @@ Cluster3::Cluster3(RedisProcessOptions options) : options_(std::move(options)) {
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult Cluster3::BeginSlotMigration(int slot, size_t src, size_t dst,
+                                                        const std::vector<std::string>& keys) {
+  auto src_cli = nodes_[src]->Cli();
+  auto dst_cli = nodes_[dst]->Cli();
+  if (!src_cli || !dst_cli) return ::testing::AssertionFailure() << "cannot reach the nodes";
+  const std::string src_id = src_cli->Run({"CLUSTER", "MYID"}).str;
+  const std::string dst_id = dst_cli->Run({"CLUSTER", "MYID"}).str;
+  const std::string s = std::to_string(slot);
+  for (const auto& [cli, args] :
+       {std::pair{dst_cli.get(),
+                  std::vector<std::string>{"CLUSTER", "SETSLOT", s, "IMPORTING", src_id}},
+        std::pair{src_cli.get(),
+                  std::vector<std::string>{"CLUSTER", "SETSLOT", s, "MIGRATING", dst_id}}}) {
+    CliReply r = cli->Run(args);
+    if (!r.ok()) return ::testing::AssertionFailure() << args[3] << ": " << r.ToString();
+  }
+  if (keys.empty()) return ::testing::AssertionSuccess();
+  std::vector<std::string> migrate = {
+      "MIGRATE", "127.0.0.1", std::to_string(nodes_[dst]->Port()), "", "0", "5000", "KEYS"};
+  migrate.insert(migrate.end(), keys.begin(), keys.end());
+  CliReply r = src_cli->Run(migrate);
+  if (!r.ok()) return ::testing::AssertionFailure() << "MIGRATE: " << r.ToString();
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult Cluster3::FinishSlotMigration(int slot, size_t dst) {
+  auto dst_cli = nodes_[dst]->Cli();
+  if (!dst_cli) return ::testing::AssertionFailure() << "cannot reach node " << dst;
+  const std::string dst_id = dst_cli->Run({"CLUSTER", "MYID"}).str;
+  for (auto& n : nodes_) {
+    auto cli = n->Cli();
+    CliReply r =
+        cli ? cli->Run({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", dst_id}) : CliReply{};
+    if (!r.ok()) return ::testing::AssertionFailure() << "SETSLOT NODE: " << r.ToString();
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace rsc::testing

@@ -92,6 +92,14 @@ class Cluster3 {
   // redis://127.0.0.1:<first node's port>
   std::string Url() const { return nodes_[0]->Url(); }
 
+  // Moves `slot` from node `src` to node `dst` the way `redis-cli --cluster reshard` does,
+  // in two steps a test can act between: Begin marks the slot IMPORTING on dst and
+  // MIGRATING on src and migrates `keys` (the source then answers ASK for them); Finish
+  // assigns the slot to dst on every node (the others answer MOVED from then on).
+  ::testing::AssertionResult BeginSlotMigration(int slot, size_t src, size_t dst,
+                                                const std::vector<std::string>& keys);
+  ::testing::AssertionResult FinishSlotMigration(int slot, size_t dst);
+
  private:
   RedisProcessOptions options_;
   std::vector<std::unique_ptr<RedisProcess>> nodes_;
