@@ -547,6 +547,19 @@ TEST_F(ReaderRedisTest, KilledConnectionsAnswerTransportAndReconnect) {
   ASSERT_TRUE(Answered(2, 2, 5s, "the XPENDING after the kill answered"));
   EXPECT_EQ(recorder_.Of(2)[1].reply.kind, ReaderReply::Kind::kOk)
       << Describe(recorder_.Of(2)[1].reply);
+  // A command whose reply never comes (Redis stopped: the socket takes the bytes, nobody
+  // answers) is answered kTransport after the reply timeout, and the next one reconnects.
+  redis_.Pause();
+  port_->Submit(2, Config("A"), check);
+  const bool answered = Answered(2, 3, 5s, "the XPENDING to a stopped Redis answered");
+  redis_.Resume();
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(recorder_.Of(2)[2].reply.kind, ReaderReply::Kind::kTransport)
+      << Describe(recorder_.Of(2)[2].reply);
+  port_->Submit(2, Config("A"), check);
+  ASSERT_TRUE(Answered(2, 4, 5s, "the XPENDING after the transport failure answered"));
+  EXPECT_EQ(recorder_.Of(2)[3].reply.kind, ReaderReply::Kind::kOk)
+      << Describe(recorder_.Of(2)[3].reply);
 }
 
 // Redis would refuse (or answer twice) a stream named twice in one XREADGROUP: a second
