@@ -14,8 +14,9 @@
 //   XPENDING + XCLAIM on Redis < 6.2 — C7), processes them first, then reads new entries
 //   with the block capped by the remaining lease. Completed entries are XACKed after each
 //   batch. Resources do not grow with the number of shards: a timer thread, an HTTP thread,
-//   two Redis threads with one connection each (one blocking XREADGROUP names every shard
-//   waiting for new entries), and up to handler_threads handler threads.
+//   a Redis routing thread, two Redis threads with one connection each per Redis node (one
+//   server, or each master of a Redis Cluster; on one server a single blocking XREADGROUP
+//   names every shard waiting for new entries), and up to handler_threads handler threads.
 // * Revoked shard (DRAIN) or Stop(): no new reads, the in-flight batch is finished and
 //   XACKed, then the shard is reported REVOKED. Lease end without a successful heartbeat,
 //   fencing, unknown member: the shard is abandoned at once (no further handler calls, no
@@ -279,8 +280,9 @@ struct ConsumerStatus {
   // Set when HandlerErrorPolicy::kStop stopped the consumer: the handler's error.
   std::string stop_error;
 
-  // Resources, whatever the number of shards: the library's threads (timer, HTTP, two Redis
-  // threads, the handler threads started so far) and open Redis connections (two).
+  // Resources, whatever the number of shards: the library's threads (timer, HTTP, Redis
+  // routing, two per Redis node read from, the handler threads started so far) and open
+  // Redis connections (two per node: one server, or each master of a cluster).
   int threads = 0;
   int redis_connections = 0;
 };

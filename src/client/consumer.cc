@@ -1,9 +1,10 @@
 // The consumer runtime as the library runs it: client::ConsumerRuntime (the one runtime the
 // simulator runs too) over production ports — hiredis (client::ReaderRedis: two
-// connections whatever the number of shards, one blocking multi-stream XREADGROUP for every
-// live read), the HTTP transport (one worker thread), a bounded pool of handler threads and
-// the steady clock. Threads: the timer thread, the HTTP thread, the two Redis threads and up
-// to `handler_threads` handler threads — none per shard.
+// connections per Redis node whatever the number of shards, one blocking multi-stream
+// XREADGROUP for every live read on one server), the HTTP transport (one worker thread), a
+// bounded pool of handler threads and the steady clock. Threads: the timer thread, the HTTP
+// thread, the Redis threads (one, plus two per node) and up to `handler_threads` handler
+// threads — none per shard.
 //
 // Locks: `mu_` guards the runtime and every field marked so. Every input reaches the
 // runtime under mu_, from whichever thread it arrives on (a Redis reply on a Redis thread, a
@@ -289,8 +290,9 @@ class Consumer::Impl : public client::ConsumerPorts {
     out.last_handler_error = stats_.handler_error();
     out.last_redis_error = stats_.redis_error();
     out.stop_error = runtime_->stop_error();
-    out.threads = 4 + pool_.threads();  // timer, HTTP, two Redis threads, handler threads
-    out.redis_connections = redis_.Stats().connections;
+    const client::ReaderRedisStats redis = redis_.Stats();
+    out.threads = 2 + redis.threads + pool_.threads();  // timer, HTTP, Redis, handlers
+    out.redis_connections = redis.connections;
     return out;
   }
 

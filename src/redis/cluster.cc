@@ -90,16 +90,51 @@ std::string ClusterExecutor::NormalizeAddress(std::string_view address,
   return JoinAddress(host, port);
 }
 
-ConnectionPool* ClusterExecutor::PoolFor(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = pools_.find(address);
-  if (it != pools_.end()) return it->second.get();
+ConnectionOptions ClusterExecutor::NodeOptions(const std::string& address) const {
   ConnectionOptions o = seed_;
   if (!SplitAddress(address, &o.host, &o.port)) {
     o.host = seed_.host;
     o.port = seed_.port;
   }
   o.db = 0;
+  return o;
+}
+
+std::optional<ClusterExecutor::Redirect> ClusterExecutor::ParseRedirect(
+    const Reply& reply, const std::string& via) const {
+  if (!reply.IsError()) return std::nullopt;
+  return ParseRedirect(std::string_view(reply.str), via);
+}
+
+std::optional<ClusterExecutor::Redirect> ClusterExecutor::ParseRedirect(
+    std::string_view text, const std::string& via) const {
+  // "MOVED 3999 127.0.0.1:6381", "ASK 3999 127.0.0.1:6381"
+  const bool ask = text.starts_with("ASK ");
+  if (!ask && !text.starts_with("MOVED ")) return std::nullopt;
+  const size_t first_space = text.find(' ');
+  const size_t last_space = text.rfind(' ');
+  if (first_space == std::string_view::npos || last_space <= first_space) return std::nullopt;
+  Redirect r;
+  r.ask = ask;
+  std::string_view slot = text.substr(first_space + 1, last_space - first_space - 1);
+  auto [ptr, ec] = std::from_chars(slot.data(), slot.data() + slot.size(), r.slot);
+  if (ec != std::errc() || r.slot < 0 || r.slot >= kClusterSlots) return std::nullopt;
+  r.target = NormalizeAddress(text.substr(last_space + 1), via);
+  return r;
+}
+
+void ClusterExecutor::NoteMoved(int slot, const std::string& target) {
+  if (slot < 0 || slot >= kClusterSlots) return;
+  moved_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_[static_cast<size_t>(slot)] = target;
+}
+
+ConnectionPool* ClusterExecutor::PoolFor(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pools_.find(address);
+  if (it != pools_.end()) return it->second.get();
+  ConnectionOptions o = NodeOptions(address);
   auto pool = std::make_unique<ConnectionPool>(o, pool_size_, checkout_wait_);
   ConnectionPool* raw = pool.get();
   pools_.emplace(address, std::move(pool));
@@ -245,25 +280,16 @@ Result<Reply> ClusterExecutor::RunOne(std::string_view key, const Command& cmd, 
       }
       return reply;
     }
-    if (reply->ErrorIs("MOVED") || reply->ErrorIs("ASK")) {
-      // "MOVED 3999 127.0.0.1:6381"
-      std::string_view text = reply->str;
-      size_t last_space = text.rfind(' ');
-      std::string target = NormalizeAddress(text.substr(last_space + 1), node);
-      if (reply->ErrorIs("MOVED")) {
-        moved_.fetch_add(1, std::memory_order_relaxed);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          slots_[static_cast<size_t>(slot)] = target;
-        }
+    if (std::optional<Redirect> redirect = ParseRedirect(*reply, node)) {
+      if (!redirect->ask) {
+        NoteMoved(slot, redirect->target);
         // One slot moved usually means many did (resharding, failover): relearn the map.
         (void)RefreshSlots();
-        node = target;
       } else {
         ask_.fetch_add(1, std::memory_order_relaxed);
         asking = true;
-        node = target;
       }
+      node = redirect->target;
       continue;
     }
     if (reply->ErrorIs("TRYAGAIN")) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,23 @@ class ClusterExecutor : public Executor {
 
   // Re-reads CLUSTER SLOTS from any known node.
   Status RefreshSlots();
+
+  // For clients that keep their own connections per master (the consumer's reader port):
+  // the master serving `key`'s slot now ("host:port"; the seed for a slot no master serves),
+  // the connection options for a node (the seed's credentials and timeouts, database 0),
+  // and a redirection read from a reply (`via`: the node that answered it).
+  struct Redirect {
+    bool ask = false;  // ASK: this command only, after ASKING; MOVED: the slot moved for good
+    int slot = 0;
+    std::string target;  // "host:port"
+  };
+  std::string NodeForKey(std::string_view key) { return NodeForSlot(KeySlot(key)); }
+  ConnectionOptions NodeOptions(const std::string& address) const;
+  std::optional<Redirect> ParseRedirect(const Reply& reply, const std::string& via) const;
+  // The same from an error reply's text ("MOVED 3999 10.0.0.2:6379").
+  std::optional<Redirect> ParseRedirect(std::string_view error, const std::string& via) const;
+  // Records a MOVED: `slot` is served by `target` from now on (until the next refresh).
+  void NoteMoved(int slot, const std::string& target);
   // Redirections followed so far; for tests and stats.
   int64_t moved_count() const { return moved_.load(std::memory_order_relaxed); }
   int64_t ask_count() const { return ask_.load(std::memory_order_relaxed); }

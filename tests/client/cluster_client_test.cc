@@ -3,9 +3,11 @@
 // finds the cluster itself, sends each shard's XADDs to its slot's master, and follows a
 // slot moved while it publishes (ASK during the migration, MOVED after it); every
 // acknowledged entry is on the shard the routing hash names, in publish order per key. The
-// consumer's reader port, which does not follow a cluster yet, says so plainly. Run inside
-// scripts/netns.sh.
+// consumer's reader port sends each shard's commands to its slot's master with two connections
+// per master, and follows a slot migrating while a shard is read; consumers read every shard
+// end to end. Run inside scripts/netns.sh.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -21,6 +23,7 @@
 #include "client/reader_redis.h"
 #include "redis/cluster.h"
 #include "redis/redis_url.h"
+#include "rsc/consumer.h"
 #include "rsc/producer.h"
 #include "rsc/routing.h"
 #include "support/coordinator_process.h"
@@ -47,7 +50,8 @@ constexpr int kShards = 16;
 
 std::string ShardStream(int shard) { return "{orders:" + std::to_string(shard) + "}"; }
 
-class ProducerClusterTest : public ::testing::Test {
+// A started 3-master cluster and a client per node.
+class ClusterFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(cluster_.Start());
@@ -55,6 +59,25 @@ class ProducerClusterTest : public ::testing::Test {
       clis_.push_back(cluster_.node(i).Cli());
       ASSERT_NE(clis_.back(), nullptr);
     }
+  }
+
+  // The node holding `key`, asked of every node (not of a client's slot map).
+  size_t Holder(const std::string& key) {
+    for (size_t i = 0; i < clis_.size(); ++i) {
+      CliReply r = clis_[i]->Run({"EXISTS", key});
+      if (r.ok() && r.integer == 1) return i;
+    }
+    return clis_.size();
+  }
+
+  Cluster3 cluster_;
+  std::vector<std::unique_ptr<RedisCli>> clis_;
+};
+
+class ProducerClusterTest : public ClusterFixture {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ClusterFixture::SetUp());
     coordinator_ =
         std::make_unique<CoordinatorProcess>(CoordinatorOptions{.redis_url = cluster_.Url()});
     ASSERT_TRUE(coordinator_->Start());
@@ -75,15 +98,6 @@ class ProducerClusterTest : public ::testing::Test {
     ASSERT_TRUE(made.ok()) << made.error().message;
     producer_ = std::move(made).value();
     ASSERT_TRUE(producer_->WaitForRouting(10s)) << producer_->Metrics().last_refresh_error;
-  }
-
-  // The node holding `key`, asked of every node (not of our own slot map).
-  size_t Holder(const std::string& key) {
-    for (size_t i = 0; i < clis_.size(); ++i) {
-      CliReply r = clis_[i]->Run({"EXISTS", key});
-      if (r.ok() && r.integer == 1) return i;
-    }
-    return clis_.size();
   }
 
   // Publishes `count` messages over `keys` keys in one batch; every one must be acknowledged.
@@ -124,8 +138,6 @@ class ProducerClusterTest : public ::testing::Test {
     EXPECT_EQ(seen, sent_);
   }
 
-  Cluster3 cluster_;
-  std::vector<std::unique_ptr<RedisCli>> clis_;
   std::unique_ptr<CoordinatorProcess> coordinator_;
   std::unique_ptr<Producer> producer_;
   std::map<std::string, std::vector<int>> sent_;
@@ -183,46 +195,253 @@ TEST_F(ProducerClusterTest, ADatabaseOtherThanZeroIsRefusedWithTheReason) {
   EXPECT_NE(id.error().message.find("only database 0"), std::string::npos) << id.error().message;
 }
 
-// Until the readers follow a cluster (docs/design/cluster-data-plane.md), a reader command for
-// a shard on another node fails with an error that says why, not a bare "MOVED …".
-TEST(ReaderRedisOnACluster, SaysPlainlyThatTheConsumerDoesNotSupportAClusterYet) {
-  Cluster3 cluster;
-  ASSERT_TRUE(cluster.Start());
-  auto url = redis::ParseRedisUrl(cluster.Url());
-  ASSERT_TRUE(url.ok());
-  // A shard stream whose slot is not served by node 0 (the URL's node).
-  std::string stream;
-  for (int s = 0; stream.empty(); ++s) {
-    const std::string candidate = ShardStream(s);
-    auto moved = cluster.node(0).Cli()->Run({"XLEN", candidate});
-    if (!moved.ok() && moved.str.starts_with("MOVED")) stream = candidate;
+// ── The consumer's reader port on a cluster (SPEC CL1) ──
+
+// Answers of a ReaderRedis by token.
+class Answers {
+ public:
+  void Add(uint64_t token, client::ReaderReply reply) {
+    std::lock_guard<std::mutex> lock(mu_);
+    by_token_[token].push_back(std::move(reply));
   }
+  // Waits for the `n`th answer (1-based) of `token` and returns it.
+  client::ReaderReply Wait(uint64_t token, size_t n) {
+    client::ReaderReply out;
+    const bool got = rsc::testing::WaitFor(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = by_token_.find(token);
+          if (it == by_token_.end() || it->second.size() < n) return false;
+          out = it->second[n - 1];
+          return true;
+        },
+        10s, "answer " + std::to_string(n) + " of reader " + std::to_string(token));
+    EXPECT_TRUE(got);
+    if (!got) out = client::ReaderReply::Error(client::ReaderReply::Kind::kError, "no answer");
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<uint64_t, std::vector<client::ReaderReply>> by_token_;
+};
+
+std::string Describe(const client::ReaderReply& r) {
+  return fmt::format("kind {} ({}), {} entries", static_cast<int>(r.kind), r.error,
+                     r.entries.size());
+}
+
+class ReaderRedisOnACluster : public ClusterFixture {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ClusterFixture::SetUp());
+    auto url = redis::ParseRedisUrl(cluster_.Url());  // one node names the cluster
+    ASSERT_TRUE(url.ok());
+    port_ = std::make_unique<client::ReaderRedis>(
+        redis::ConnectionOptions::FromUrl(*url), [this](uint64_t token, client::ReaderReply reply) {
+          answers_.Add(token, std::move(reply));
+        });
+    port_->Start();
+  }
+
+  static client::ReaderCoreConfig Config(const std::string& stream) {
+    client::ReaderCoreConfig config;
+    config.stream = stream;
+    config.group = "billing";
+    config.consumer_name = "c";
+    config.dead_letter_stream = stream + ":dlq";
+    return config;
+  }
+
+  // Submits `kind` for reader `token` and waits for its `n`th answer.
+  client::ReaderReply Call(uint64_t token, size_t n, const std::string& stream,
+                           client::ReaderCommand command) {
+    port_->Submit(token, Config(stream), command);
+    return answers_.Wait(token, n);
+  }
+
+  static client::ReaderCommand Command(client::ReaderCommandKind kind) {
+    client::ReaderCommand c;
+    c.kind = kind;
+    c.count = 100;
+    c.block_ms = 2000;
+    return c;
+  }
+
+  // XADD on whichever master serves the key (following MOVED by hand).
+  void Add(const std::string& stream, const std::string& value) {
+    for (auto& cli : clis_) {
+      CliReply r = cli->Run({"XADD", stream, "*", "v", value});
+      if (r.ok()) return;
+    }
+    ADD_FAILURE() << "no master took an XADD to " << stream;
+  }
+
+  Answers answers_;
+  std::unique_ptr<client::ReaderRedis> port_;
+};
+
+// Every shard's commands go to its slot's master: 16 shards over 3 masters, named by one
+// node's URL; two connections per master, whatever the number of shards; the idle shards of a
+// master in different slots are polled and each reader gets exactly its stream's entries.
+TEST_F(ReaderRedisOnACluster, ReadsEveryShardOnItsMasterWithTwoConnectionsPerMaster) {
+  using K = client::ReaderCommandKind;
+  std::set<size_t> holders;
+  for (int s = 0; s < kShards; ++s) {
+    client::ReaderReply created = Call(s, 1, ShardStream(s), Command(K::kCreateGroup));
+    ASSERT_EQ(created.kind, client::ReaderReply::Kind::kOk) << s << ": " << Describe(created);
+    holders.insert(Holder(ShardStream(s)));
+  }
+  ASSERT_EQ(holders, (std::set<size_t>{0, 1, 2})) << "the shards span every master";
+  // Every reader waits for new entries; then two entries go to each stream.
+  for (int s = 0; s < kShards; ++s) port_->Submit(s, Config(ShardStream(s)), Command(K::kReadLive));
+  for (int s = 0; s < kShards; ++s) {
+    Add(ShardStream(s), "a" + std::to_string(s));
+    Add(ShardStream(s), "b" + std::to_string(s));
+  }
+  for (int s = 0; s < kShards; ++s) {
+    // A reader may be answered nil (its block time) before its entries; it reads again.
+    std::vector<std::string> values;
+    for (size_t n = 2; values.size() < 2 && n < 10; ++n) {
+      client::ReaderReply r = answers_.Wait(s, n);
+      ASSERT_NE(r.kind, client::ReaderReply::Kind::kError) << Describe(r);
+      ASSERT_NE(r.kind, client::ReaderReply::Kind::kTransport) << Describe(r);
+      for (const auto& e : r.entries) values.push_back(e.fields.at(0).second);
+      if (values.size() < 2) port_->Submit(s, Config(ShardStream(s)), Command(K::kReadLive));
+    }
+    EXPECT_EQ(values, (std::vector<std::string>{"a" + std::to_string(s), "b" + std::to_string(s)}))
+        << ShardStream(s);
+  }
+  const client::ReaderRedisStats stats = port_->Stats();
+  EXPECT_EQ(stats.nodes, 3);
+  EXPECT_LE(stats.connections, 6) << "two per master";
+  EXPECT_EQ(stats.threads, 7) << "two per master and the port's own";
+  EXPECT_GT(stats.polls, 0) << "a master's idle shards in different slots are polled";
+  EXPECT_EQ(stats.redirects, 0) << "the slot map was right from the start";
+}
+
+// A shard's slot migrates to another master while it is read and acknowledged: during the
+// migration the source answers ASK (the port sends ASKING + the command to the importing
+// master), after it MOVED (the port learns the new master). No command fails; the entries
+// read before and after the move are all acknowledged on the new master.
+TEST_F(ReaderRedisOnACluster, FollowsAShardWhoseSlotMigrates) {
+  using K = client::ReaderCommandKind;
+  const std::string stream = ShardStream(3);
+  ASSERT_EQ(Call(1, 1, stream, Command(K::kCreateGroup)).kind, client::ReaderReply::Kind::kOk);
+  Add(stream, "before");
+  client::ReaderReply first = Call(1, 2, stream, Command(K::kReadLive));
+  ASSERT_EQ(first.kind, client::ReaderReply::Kind::kOk) << Describe(first);
+  ASSERT_EQ(first.entries.size(), 1u);
+
+  const size_t src = Holder(stream);
+  ASSERT_LT(src, clis_.size());
+  const size_t dst = (src + 1) % clis_.size();
+  const int slot = redis::KeySlot(stream);
+  ASSERT_TRUE(cluster_.BeginSlotMigration(slot, src, dst, {stream}));
+  // Mid-migration: the key lives on dst, the source answers ASK.
+  client::ReaderCommand ack = Command(K::kAck);
+  ack.ids = {first.entries[0].id};
+  client::ReaderReply acked = Call(1, 3, stream, ack);
+  ASSERT_EQ(acked.kind, client::ReaderReply::Kind::kOk) << Describe(acked);
+  EXPECT_EQ(acked.count, 1) << "acknowledged on the importing master";
+  port_->Submit(1, Config(stream), Command(K::kReadLive));
+  ASSERT_TRUE(clis_[dst]->Run({"ASKING"}).ok());
+  ASSERT_TRUE(clis_[dst]->Run({"XADD", stream, "*", "v", "during"}).ok());
+  client::ReaderReply during = answers_.Wait(1, 4);
+  ASSERT_EQ(during.kind, client::ReaderReply::Kind::kOk) << Describe(during);
+  ASSERT_EQ(during.entries.size(), 1u);
+  EXPECT_EQ(during.entries[0].fields.at(0).second, "during");
+
+  ASSERT_TRUE(cluster_.FinishSlotMigration(slot, dst));
+  ack.ids = {during.entries[0].id};
+  client::ReaderReply acked2 = Call(1, 5, stream, ack);
+  ASSERT_EQ(acked2.kind, client::ReaderReply::Kind::kOk) << Describe(acked2);
+  EXPECT_EQ(acked2.count, 1);
+  Add(stream, "after");
+  client::ReaderReply after = Call(1, 6, stream, Command(K::kReadLive));
+  ASSERT_EQ(after.kind, client::ReaderReply::Kind::kOk) << Describe(after);
+  ASSERT_EQ(after.entries.size(), 1u);
+  EXPECT_EQ(after.entries[0].fields.at(0).second, "after");
+  EXPECT_EQ(Holder(stream), dst);
+  CliReply pending = clis_[dst]->Run({"XPENDING", stream, "billing"});
+  ASSERT_EQ(pending.type, CliReply::Type::kArray) << pending.ToString();
+  EXPECT_EQ(pending.elements[0].integer, 1) << "only 'after' is pending";
+  EXPECT_GT(port_->Stats().redirects, 0);
+}
+
+// ── The consumer end to end on a cluster ──
+
+// A producer and two consumers named by one node's URL, the coordinator's store on the same
+// cluster: every published message is handled and acknowledged, per-key order holds, and
+// each consumer's connections grow with the masters, not the shards.
+TEST_F(ProducerClusterTest, ConsumersReadEveryShardOnEveryMaster) {
   std::mutex mu;
-  std::vector<client::ReaderReply> replies;
-  client::ReaderRedis port(redis::ConnectionOptions::FromUrl(*url),
-                           [&](uint64_t, client::ReaderReply reply) {
-                             std::lock_guard<std::mutex> lock(mu);
-                             replies.push_back(std::move(reply));
-                           });
-  port.Start();
-  client::ReaderCoreConfig config;
-  config.stream = stream;
-  config.group = "billing";
-  config.consumer_name = "c";
-  config.dead_letter_stream = stream + ":dlq";
-  client::ReaderCommand create;
-  create.kind = client::ReaderCommandKind::kCreateGroup;
-  port.Submit(1, config, create);
+  std::map<std::string, std::vector<int>> handled;
+  auto handler = [&](const Message& m) {
+    std::string key;
+    int seq = -1;
+    for (const auto& [f, v] : m.fields) {
+      if (f == "key") key = v;
+      if (f == "seq") seq = std::stoi(v);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    handled[key].push_back(seq);
+    return HandlerResult::Ok();
+  };
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (int i = 0; i < 2; ++i) {
+    ConsumerOptions o;
+    o.coordinator_endpoints = {"127.0.0.1:" + std::to_string(coordinator_->Port())};
+    o.stream = "orders";
+    o.group = "billing";
+    o.redis_url = cluster_.Url();
+    o.block = 500ms;
+    auto made = Consumer::Create(o, handler);
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    consumers.push_back(std::move(made).value());
+    consumers.back()->Start();
+  }
+  for (int round = 0; round < 5; ++round) PublishBatch(round * 200, 200, 64);
+  auto handled_count = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t n = 0;
+    for (const auto& [key, seqs] : handled) n += std::set<int>(seqs.begin(), seqs.end()).size();
+    return n;
+  };
+  ASSERT_TRUE(rsc::testing::WaitFor([&] { return handled_count() == 1000; }, 30s,
+                                    "every published message handled"))
+      << handled_count() << " of 1000; " << consumers[0]->Status().last_redis_error;
   ASSERT_TRUE(rsc::testing::WaitFor(
       [&] {
-        std::lock_guard<std::mutex> lock(mu);
-        return !replies.empty();
+        int64_t pending = 0;
+        for (int s = 0; s < kShards; ++s) {
+          const size_t node = Holder(ShardStream(s));
+          if (node == clis_.size()) continue;
+          CliReply r = clis_[node]->Run({"XPENDING", ShardStream(s), "billing"});
+          if (r.type != CliReply::Type::kArray || r.elements.empty()) return false;
+          pending += r.elements[0].integer;
+        }
+        return pending == 0;
       },
-      5s, "the XGROUP CREATE answered"));
-  port.Stop();
-  ASSERT_EQ(replies[0].kind, client::ReaderReply::Kind::kError);
-  EXPECT_NE(replies[0].error.find("does not support Redis Cluster yet"), std::string::npos)
-      << replies[0].error;
+      10s, "every handled message acknowledged"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [key, seqs] : sent_) {
+      // Redeliveries (a shard moving between the consumers) may repeat a suffix; the first
+      // delivery of each message comes in publish order.
+      std::vector<int> firsts;
+      std::set<int> seen;
+      for (int seq : handled[key]) {
+        if (seen.insert(seq).second) firsts.push_back(seq);
+      }
+      EXPECT_EQ(firsts, seqs) << key;
+    }
+  }
+  for (const auto& c : consumers) {
+    const ConsumerStatus st = c->Status();
+    EXPECT_LE(st.redis_connections, 6) << "two per master, not per shard";
+    EXPECT_EQ(st.last_redis_error, "");
+  }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// ReaderRedis, the readers' Redis port of the consumer runtime (client/reader_redis.h): two
+// ReaderRedis, the readers' Redis port of the consumer runtime (client/reader_redis.h), on one
+// server (one ReaderNode, reader_node.h; cluster_client_test.cc has the cluster): two
 // connections for any number of shards, the live reads of all shards combined into one
 // XREADGROUP, the blocked read cut short when a reader comes back or is cancelled, and the
 // pipelined commands answered in order. Against a real redis-server (RedisProcess); run

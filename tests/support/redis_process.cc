@@ -284,9 +284,158 @@ void RedisProcess::Resume() {
   if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
-Cluster3::Cluster3(RedisProcessOptions options) : options_(std::move(options)) {
+namespace {
+
+// Waits until every running node reports cluster_state:ok with every slot served.
+::testing::AssertionResult WaitClusterOk(std::vector<std::unique_ptr<RedisProcess>>& nodes,
+                                         milliseconds wait) {
+  for (auto& n : nodes) {
+    if (!n->running()) continue;
+    auto node_cli = n->Cli();
+    if (node_cli == nullptr)
+      return ::testing::AssertionFailure() << "cannot reach " << n->Address();
+    auto ok = WaitFor(
+        [&] {
+          CliReply info = node_cli->Run({"CLUSTER", "INFO"});
+          return info.str.find("cluster_state:ok") != std::string::npos &&
+                 info.str.find("cluster_slots_ok:16384") != std::string::npos;
+        },
+        wait, "cluster_state:ok on " + n->Address());
+    if (!ok) return ok;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+Cluster3::Cluster3(RedisProcessOptions options, int replicas_per_master)
+    : options_(std::move(options)), replicas_per_master_(replicas_per_master) {
   options_.cluster = true;
-  for (int i = 0; i < 3; ++i) nodes_.push_back(std::make_unique<RedisProcess>(options_));
+  for (int i = 0; i < 3 * (1 + replicas_per_master); ++i) {
+    nodes_.push_back(std::make_unique<RedisProcess>(options_));
+  }
+}
+
+std::string Cluster3::Urls() const {
+  std::string out;
+  for (const auto& n : nodes_) out += (out.empty() ? "" : ",") + n->Url();
+  return out;
+}
+
+namespace {
+
+// CLUSTER SLOTS of the first node that answers: [[start, end, [host, port, id], replicas...]].
+CliReply ClusterSlots(std::vector<std::unique_ptr<RedisProcess>>& nodes) {
+  for (auto& n : nodes) {
+    if (!n->running()) continue;
+    auto cli = n->Cli();
+    if (!cli) continue;
+    CliReply r = cli->Run({"CLUSTER", "SLOTS"});
+    if (r.type == CliReply::Type::kArray) return r;
+  }
+  return CliReply{};
+}
+
+}  // namespace
+
+size_t Cluster3::MasterOf(int slot) {
+  const CliReply slots = ClusterSlots(nodes_);
+  for (const CliReply& range : slots.elements) {
+    if (range.elements.size() < 3 || slot < range.elements[0].integer ||
+        slot > range.elements[1].integer) {
+      continue;
+    }
+    const int64_t port = range.elements[2].elements.at(1).integer;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i]->Port() == port) return i;
+    }
+  }
+  return nodes_.size();
+}
+
+size_t Cluster3::ReplicaOf(size_t master) {
+  const CliReply slots = ClusterSlots(nodes_);
+  for (const CliReply& range : slots.elements) {
+    if (range.elements.size() < 4 ||
+        range.elements[2].elements.at(1).integer != nodes_[master]->Port()) {
+      continue;
+    }
+    for (size_t r = 3; r < range.elements.size(); ++r) {
+      const int64_t port = range.elements[r].elements.at(1).integer;
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (nodes_[i]->Port() == port && nodes_[i]->running()) return i;
+      }
+    }
+  }
+  return nodes_.size();
+}
+
+std::vector<size_t> Cluster3::Masters() {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i]->running()) continue;
+    auto cli = nodes_[i]->Cli();
+    CliReply role = cli ? cli->Run({"ROLE"}) : CliReply{};
+    if (!role.elements.empty() && role.elements[0].str == "master") out.push_back(i);
+  }
+  return out;
+}
+
+::testing::AssertionResult Cluster3::WaitReplicasInSync(milliseconds wait) {
+  for (auto& n : nodes_) {
+    if (!n->running()) continue;
+    auto cli = n->Cli();
+    if (!cli) return ::testing::AssertionFailure() << "cannot reach " << n->Address();
+    auto ok = WaitFor(
+        [&] {
+          CliReply info = cli->Run({"INFO", "replication"});
+          return info.str.find("role:master") != std::string::npos ||
+                 info.str.find("master_link_status:up") != std::string::npos;
+        },
+        wait, "replica " + n->Address() + " in sync");
+    if (!ok) return ok;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult Cluster3::WaitPromoted(size_t node, milliseconds wait) {
+  auto cli = nodes_[node]->Cli();
+  if (!cli) return ::testing::AssertionFailure() << "cannot reach " << nodes_[node]->Address();
+  auto promoted = WaitFor(
+      [&] {
+        CliReply role = cli->Run({"ROLE"});
+        return !role.elements.empty() && role.elements[0].str == "master";
+      },
+      wait, nodes_[node]->Address() + " promoted to master");
+  if (!promoted) return promoted;
+  // Every node knows: its slot map names the new master (gossip takes a moment).
+  for (auto& n : nodes_) {
+    if (!n->running()) continue;
+    auto node_cli = n->Cli();
+    if (!node_cli) return ::testing::AssertionFailure() << "cannot reach " << n->Address();
+    auto knows = WaitFor(
+        [&] {
+          CliReply slots = node_cli->Run({"CLUSTER", "SLOTS"});
+          for (const CliReply& range : slots.elements) {
+            if (range.elements.size() >= 3 &&
+                range.elements[2].elements.at(1).integer == nodes_[node]->Port()) {
+              return true;
+            }
+          }
+          return false;
+        },
+        wait, n->Address() + " names " + nodes_[node]->Address() + " a master");
+    if (!knows) return knows;
+  }
+  return WaitClusterOk(nodes_, wait);
+}
+
+::testing::AssertionResult Cluster3::ManualFailover(size_t node, milliseconds wait) {
+  auto cli = nodes_[node]->Cli();
+  if (!cli) return ::testing::AssertionFailure() << "cannot reach " << nodes_[node]->Address();
+  CliReply r = cli->Run({"CLUSTER", "FAILOVER"});
+  if (!r.ok()) return ::testing::AssertionFailure() << "CLUSTER FAILOVER: " << r.ToString();
+  return WaitPromoted(node, wait);
 }
 
 ::testing::AssertionResult Cluster3::Start() {
@@ -296,6 +445,9 @@ Cluster3::Cluster3(RedisProcessOptions options) : options_(std::move(options)) {
   std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
   for (auto& n : nodes_) args.push_back(n->Address());
   args.push_back("--cluster-yes");
+  if (replicas_per_master_ > 0) {
+    args.insert(args.end(), {"--cluster-replicas", std::to_string(replicas_per_master_)});
+  }
   if (!options_.acl_user.empty()) {
     args.insert(args.end(), {"--user", options_.acl_user, "--pass", options_.acl_password,
                              "--no-auth-warning"});
@@ -321,20 +473,7 @@ Cluster3::Cluster3(RedisProcessOptions options) : options_(std::move(options)) {
     return ::testing::AssertionFailure() << "redis-cli --cluster create failed (status " << status
                                          << "); output:" << Tail(log, 30);
   }
-  for (auto& n : nodes_) {
-    auto node_cli = n->Cli();
-    if (node_cli == nullptr)
-      return ::testing::AssertionFailure() << "cannot reach " << n->Address();
-    auto ok = WaitFor(
-        [&] {
-          CliReply info = node_cli->Run({"CLUSTER", "INFO"});
-          return info.str.find("cluster_state:ok") != std::string::npos &&
-                 info.str.find("cluster_slots_ok:16384") != std::string::npos;
-        },
-        milliseconds(20000), "cluster_state:ok on " + n->Address());
-    if (!ok) return ok;
-  }
-  return ::testing::AssertionSuccess();
+  return WaitClusterOk(nodes_, milliseconds(20000));
 }
 
 ::testing::AssertionResult Cluster3::BeginSlotMigration(int slot, size_t src, size_t dst,
@@ -366,8 +505,14 @@ Cluster3::Cluster3(RedisProcessOptions options) : options_(std::move(options)) {
   auto dst_cli = nodes_[dst]->Cli();
   if (!dst_cli) return ::testing::AssertionFailure() << "cannot reach node " << dst;
   const std::string dst_id = dst_cli->Run({"CLUSTER", "MYID"}).str;
-  for (auto& n : nodes_) {
-    auto cli = n->Cli();
+  // On the masters (replicas learn it from them), the importing one first, as
+  // redis-cli --cluster reshard does.
+  std::vector<size_t> order = {dst};
+  for (size_t m : Masters()) {
+    if (m != dst) order.push_back(m);
+  }
+  for (size_t i : order) {
+    auto cli = nodes_[i]->Cli();
     CliReply r =
         cli ? cli->Run({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", dst_id}) : CliReply{};
     if (!r.ok()) return ::testing::AssertionFailure() << "SETSLOT NODE: " << r.ToString();

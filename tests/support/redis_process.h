@@ -82,15 +82,34 @@ class RedisProcess {
   pid_t pid_ = -1;
 };
 
-// A 3-master Redis Cluster (no replicas), created with redis-cli --cluster create.
+// A 3-master Redis Cluster, created with redis-cli --cluster create; with
+// `replicas_per_master` 1, six nodes (nodes 0-2 start as the masters, 3-5 as their replicas;
+// which node is which changes with failovers: ask MasterOf/ReplicaOf).
 class Cluster3 {
  public:
-  explicit Cluster3(RedisProcessOptions options = {});
+  explicit Cluster3(RedisProcessOptions options = {}, int replicas_per_master = 0);
   ::testing::AssertionResult Start();
   RedisProcess& node(size_t i) { return *nodes_[i]; }
   size_t size() const { return nodes_.size(); }
   // redis://127.0.0.1:<first node's port>
   std::string Url() const { return nodes_[0]->Url(); }
+  // Every node's URL, comma-separated (a seed list).
+  std::string Urls() const;
+
+  // The node index serving `slot` now, and a replica of master `master` (asked of a live
+  // node; size() if none is known).
+  size_t MasterOf(int slot);
+  size_t ReplicaOf(size_t master);
+  // Live nodes that are masters now.
+  std::vector<size_t> Masters();
+  // Waits until every live replica's link to its master is up and in sync.
+  ::testing::AssertionResult WaitReplicasInSync(std::chrono::milliseconds wait);
+  // Waits until `node` is a master and every live node reports cluster_state:ok with all
+  // 16384 slots (after a kill: the failure detected and the replica elected).
+  ::testing::AssertionResult WaitPromoted(size_t node, std::chrono::milliseconds wait);
+  // CLUSTER FAILOVER on replica `node` (a manual failover: no writes lost), then
+  // WaitPromoted.
+  ::testing::AssertionResult ManualFailover(size_t node, std::chrono::milliseconds wait);
 
   // Moves `slot` from node `src` to node `dst` the way `redis-cli --cluster reshard` does,
   // in two steps a test can act between: Begin marks the slot IMPORTING on dst and
@@ -102,6 +121,7 @@ class Cluster3 {
 
  private:
   RedisProcessOptions options_;
+  int replicas_per_master_ = 0;
   std::vector<std::unique_ptr<RedisProcess>> nodes_;
 };
 
