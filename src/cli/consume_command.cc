@@ -92,7 +92,9 @@ void AddConsumeCommand(CLI::App& app, Command* selected) {
       "consume", "Join a group and print the messages it is given (Ctrl-C leaves cleanly)");
   cmd->add_option("STREAM", o->stream, "Stream prefix P")->required();
   cmd->add_option("GROUP", o->group, "Consumer group G")->required();
-  cmd->add_option("--redis", o->redis_url, "redis://[user[:password]@]host[:port][/db]")
+  cmd->add_option("--redis", o->redis_url,
+                  "redis://[user[:password]@]host[:port][,host[:port]...][/db] (a cluster: any "
+                  "node, or a seed list)")
       ->required();
   cmd->add_option("--instance-id", o->instance_id,
                   "Static membership: a restart with the same id takes the old place");

@@ -471,7 +471,8 @@ void AddDemoCommand(CLI::App& app, Command* selected) {
       "Live demo: a producer and consumers in this process, membership changing every few "
       "seconds (join, clean stop, crash, restart); one status line per second");
   cmd->add_option("--redis", o->redis_url,
-                  "redis://[user[:password]@]host[:port][/db] holding the streams")
+                  "redis://[user[:password]@]host[:port][,host[:port]...][/db] holding the streams "
+                  "(a cluster: any node, or a seed list)")
       ->required();
   cmd->add_option("--stream", o->stream, "Stream prefix P")->capture_default_str();
   cmd->add_option("--group", o->group, "Consumer group G (created if missing)")

@@ -113,7 +113,9 @@ void AddProduceCommand(CLI::App& app, Command* selected) {
       "produce", "Publish messages (--value, or stdin lines key<TAB>value) to a group's shards");
   cmd->add_option("STREAM", o->stream, "Stream prefix P")->required();
   cmd->add_option("GROUP", o->group, "Consumer group G whose routing is used")->required();
-  cmd->add_option("--redis", o->redis_url, "redis://[user[:password]@]host[:port][/db]")
+  cmd->add_option("--redis", o->redis_url,
+                  "redis://[user[:password]@]host[:port][,host[:port]...][/db] (a cluster: any "
+                  "node, or a seed list)")
       ->required();
   o->key_opt = cmd->add_option("--key", o->key, "Routing key (default: the message index)");
   o->value_opt = cmd->add_option("--value", o->value, "Value to publish --count times");

@@ -73,7 +73,11 @@ ClusterExecutor::ClusterExecutor(ConnectionOptions seed, size_t pool_size,
 Result<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Connect(
     const ConnectionOptions& seed, size_t pool_size, std::chrono::milliseconds checkout_wait) {
   std::unique_ptr<ClusterExecutor> ex(new ClusterExecutor(seed, pool_size, checkout_wait));
-  if (Status s = ex->LoadSlotsFrom(seed.Address()); !s.ok()) return s.error();
+  Status loaded = ex->LoadSlotsFrom(seed.Address());
+  for (size_t i = 0; !loaded.ok() && i < seed.seeds.size(); ++i) {
+    loaded = ex->LoadSlotsFrom(seed.seeds[i]);
+  }
+  if (!loaded.ok()) return loaded.error();
   return ex;
 }
 
@@ -97,6 +101,7 @@ ConnectionOptions ClusterExecutor::NodeOptions(const std::string& address) const
     o.port = seed_.port;
   }
   o.db = 0;
+  o.seeds.clear();
   return o;
 }
 
@@ -195,6 +200,7 @@ Status ClusterExecutor::RefreshSlots() {
     candidates.assign(seen.begin(), seen.end());
   }
   candidates.push_back(seed_.Address());
+  candidates.insert(candidates.end(), seed_.seeds.begin(), seed_.seeds.end());
   Error last = MakeError(ErrorCode::kRedisUnavailable, "redis cluster: no node to ask for slots");
   for (const std::string& node : candidates) {
     Status s = LoadSlotsFrom(node);
@@ -325,22 +331,45 @@ std::string ClusterExecutor::Describe() const {
   return fmt::format("redis cluster, {} masters: {}", seen.size(), nodes);
 }
 
-Result<std::unique_ptr<Executor>> OpenExecutor(const ConnectionOptions& options, ClusterMode mode,
-                                               size_t pool_size,
-                                               std::chrono::milliseconds checkout_wait) {
-  if (mode == ClusterMode::kAuto) {
+Result<ConnectionOptions> FirstReachable(const ConnectionOptions& options, Result<Reply>* info) {
+  std::vector<std::string> nodes = {options.Address()};
+  nodes.insert(nodes.end(), options.seeds.begin(), options.seeds.end());
+  std::string failures;
+  for (const std::string& node : nodes) {
     // Asked on database 0: a cluster refuses SELECT, which would hide the real reason.
-    ConnectionOptions db0 = options;
+    ConnectionOptions db0 = options.WithAddress(node);
     db0.db = 0;
     Connection probe(db0);
-    auto info = probe.Run({"INFO", "cluster"}, CommandKind::kRead);
-    if (!info.ok()) return info.error();
-    // A server that refuses INFO (renamed by a managed service) is treated as single.
-    mode = info->IsString() && info->str.find("cluster_enabled:1") != std::string::npos
-               ? ClusterMode::kCluster
-               : ClusterMode::kSingle;
+    Result<Reply> reply = probe.Run({"INFO", "cluster"}, CommandKind::kRead);
+    if (reply.ok()) {
+      if (info != nullptr) *info = std::move(reply);
+      return options.WithAddress(node);
+    }
+    if (nodes.size() == 1) return reply.error();
+    failures += fmt::format("{}{}: {}", failures.empty() ? "" : "; ", node, reply.error().message);
+  }
+  return MakeError(ErrorCode::kRedisUnavailable,
+                   fmt::format("none of the {} Redis nodes answered ({})", nodes.size(), failures));
+}
+
+Result<std::unique_ptr<Executor>> OpenExecutor(const ConnectionOptions& given, ClusterMode mode,
+                                               size_t pool_size,
+                                               std::chrono::milliseconds checkout_wait) {
+  ConnectionOptions options = given;
+  if (mode == ClusterMode::kAuto || !given.seeds.empty()) {
+    Result<Reply> info = MakeError(ErrorCode::kInternal, "not asked");
+    Result<ConnectionOptions> reached = FirstReachable(given, &info);
+    if (!reached.ok()) return reached.error();
+    options = std::move(reached).value();
+    if (mode == ClusterMode::kAuto) {
+      // A server that refuses INFO (renamed by a managed service) is treated as single.
+      mode = info->IsString() && info->str.find("cluster_enabled:1") != std::string::npos
+                 ? ClusterMode::kCluster
+                 : ClusterMode::kSingle;
+    }
   }
   if (mode == ClusterMode::kSingle) {
+    options.seeds.clear();  // one server: the node that answered
     return std::unique_ptr<Executor>(
         std::make_unique<SingleNodeExecutor>(options, pool_size, checkout_wait));
   }

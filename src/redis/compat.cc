@@ -72,6 +72,7 @@ bool VersionAtLeast(const std::string& version, int major, int minor) {
 Result<std::string> ProbeTagForThisNode(Connection& conn) {
   auto nodes = conn.Run({"CLUSTER", "NODES"}, CommandKind::kRead);
   if (!nodes.ok()) return nodes.error();
+  if (nodes->IsError()) return MakeError(ErrorCode::kInvalidRequest, nodes->str);
   if (!nodes->IsString()) return std::string();
   std::vector<std::pair<int, int>> ranges;
   size_t pos = 0;
@@ -194,8 +195,12 @@ Result<CompatReport> CheckCompatibility(Connection& conn) {
     // The probe key must live on this node, or the node answers MOVED instead of running
     // the script: pick a tag that hashes into one of the slots it serves.
     auto tag = ProbeTagForThisNode(conn);
-    if (!tag.ok()) return tag.error();
-    if (tag->empty()) {
+    if (!tag.ok() && tag.error().code == ErrorCode::kInvalidRequest) {
+      // An error reply (an ACL without +cluster|nodes): say so, not "serves no slots".
+      AddMissing(&r, "CLUSTER NODES", Explain(tag.error().message));
+    } else if (!tag.ok()) {
+      return tag.error();
+    } else if (tag->empty()) {
       AddMissing(&r, "write access", "this cluster node serves no slots (a replica?)");
     } else {
       probe_tag = *tag;

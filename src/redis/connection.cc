@@ -10,6 +10,7 @@
 #include <sys/time.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "redis/log.h"
@@ -145,6 +146,29 @@ ConnectionOptions ConnectionOptions::FromUrl(const RedisUrl& url) {
   o.user = url.user;
   o.password = url.password;
   o.db = url.db;
+  for (const RedisUrl::Node& n : url.more_nodes) {
+    ConnectionOptions node;
+    node.host = n.host;
+    node.port = n.port;
+    o.seeds.push_back(node.Address());
+  }
+  return o;
+}
+
+ConnectionOptions ConnectionOptions::WithAddress(const std::string& address) const {
+  ConnectionOptions o = *this;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return o;
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = 0;
+  auto [ptr, ec] =
+      std::from_chars(address.data() + colon + 1, address.data() + address.size(), port);
+  if (ec != std::errc() || ptr != address.data() + address.size() || host.empty()) return o;
+  o.host = std::move(host);
+  o.port = port;
   return o;
 }
 

@@ -52,8 +52,14 @@ struct ConnectionOptions {
   int db = 0;
   std::chrono::milliseconds connect_timeout{1000};
   std::chrono::milliseconds command_timeout{2000};
+  // Other nodes of a Redis Cluster ("host:port", from a URL's seed list): OpenExecutor asks
+  // them in order when this one cannot be reached, and the slot map may be re-read from them.
+  // A Connection itself only ever uses host/port.
+  std::vector<std::string> seeds;
 
   static ConnectionOptions FromUrl(const RedisUrl& url);
+  // These options with host/port taken from `address` ("host:port", IPv6 bracketed).
+  ConnectionOptions WithAddress(const std::string& address) const;
   std::string Address() const;  // "host:port" for messages
 };
 

@@ -81,12 +81,18 @@ enum class ClusterMode {
 };
 
 // The executor for a URL's server: kAuto asks it (`INFO cluster`; a server that refuses INFO,
-// as some managed services do, counts as single). A cluster is named by any one of its nodes;
-// it has only database 0. Errors: REDIS_UNAVAILABLE (cannot reach it), INVALID_REQUEST (a
+// as some managed services do, counts as single). A cluster is named by any one of its nodes,
+// or by a seed list (options.seeds: the first node that answers is used); it has only
+// database 0. Errors: REDIS_UNAVAILABLE (cannot reach it), INVALID_REQUEST (a
 // database other than 0 on a cluster, a node not in cluster mode or slots not all served).
 Result<std::unique_ptr<Executor>> OpenExecutor(const ConnectionOptions& options, ClusterMode mode,
                                                size_t pool_size,
                                                std::chrono::milliseconds checkout_wait);
+
+// The first of options' node and its seeds that answers `INFO cluster` (the options for it,
+// seeds kept; the reply in *info). One node: its own error; several: REDIS_UNAVAILABLE naming
+// each node's failure.
+Result<ConnectionOptions> FirstReachable(const ConnectionOptions& options, Result<Reply>* info);
 
 // Runs one pipeline of `cmds` on `conn`, asking `before_write` first: a reply or mapped
 // error per command. Shared by the executors.

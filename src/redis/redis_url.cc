@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <optional>
 
 namespace rsc::redis {
 namespace {
@@ -57,10 +58,47 @@ bool ParseInt(std::string_view s, int min, int max, int* out) {
 
 }  // namespace
 
-std::string RedisUrl::Address() const {
+namespace {
+
+std::string JoinHostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
   return fmt::format("{}:{}", host, port);
 }
+
+// One "host[:port]" of the authority; an error text when malformed.
+std::optional<std::string> ParseNode(std::string_view authority, RedisUrl::Node* out) {
+  std::string_view port_text;
+  if (authority.starts_with('[')) {
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) return "unterminated '[' in IPv6 host";
+    out->host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return "unexpected text after IPv6 host";
+      port_text = after.substr(1);
+      if (port_text.empty()) return "empty port after ':'";
+    }
+  } else {
+    size_t colon = authority.rfind(':');
+    out->host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return "empty port after ':'";
+    }
+    if (out->host.find(':') != std::string::npos) {
+      return "IPv6 hosts must be written in brackets, e.g. redis://[::1]:6379";
+    }
+  }
+  if (out->host.empty()) return "missing host";
+  if (!port_text.empty() && !ParseInt(port_text, 1, 65535, &out->port)) {
+    return fmt::format("port '{}' is not a number in 1..65535", port_text);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string RedisUrl::Address() const { return JoinHostPort(host, port); }
 
 std::string RedisUrl::Redacted() const {
   std::string auth;
@@ -71,7 +109,9 @@ std::string RedisUrl::Redacted() const {
   } else if (!password.empty()) {
     auth = ":***@";
   }
-  return fmt::format("redis://{}{}/{}", auth, Address(), db);
+  std::string nodes = Address();
+  for (const Node& n : more_nodes) nodes += "," + JoinHostPort(n.host, n.port);
+  return fmt::format("redis://{}{}/{}", auth, nodes, db);
 }
 
 Result<RedisUrl> ParseRedisUrl(std::string_view url) {
@@ -111,33 +151,21 @@ Result<RedisUrl> ParseRedisUrl(std::string_view url) {
     }
   }
 
-  // Host, with an optional port.
-  std::string_view port_text;
-  if (authority.starts_with('[')) {
-    size_t close = authority.find(']');
-    if (close == std::string_view::npos) return fail("unterminated '[' in IPv6 host");
-    out.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') return fail("unexpected text after IPv6 host");
-      port_text = after.substr(1);
-      if (port_text.empty()) return fail("empty port after ':'");
+  // Hosts, each with an optional port, separated by commas (a cluster's seed nodes).
+  std::vector<RedisUrl::Node> nodes;
+  for (size_t start = 0;;) {
+    const size_t comma = authority.find(',', start);
+    RedisUrl::Node node;
+    if (std::optional<std::string> bad = ParseNode(authority.substr(start, comma - start), &node)) {
+      return fail(*bad);
     }
-  } else {
-    size_t colon = authority.rfind(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) return fail("empty port after ':'");
-    }
-    if (out.host.find(':') != std::string::npos) {
-      return fail("IPv6 hosts must be written in brackets, e.g. redis://[::1]:6379");
-    }
+    nodes.push_back(std::move(node));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
   }
-  if (out.host.empty()) return fail("missing host");
-  if (!port_text.empty() && !ParseInt(port_text, 1, 65535, &out.port)) {
-    return fail(fmt::format("port '{}' is not a number in 1..65535", port_text));
-  }
+  out.host = nodes[0].host;
+  out.port = nodes[0].port;
+  out.more_nodes.assign(nodes.begin() + 1, nodes.end());
 
   // Database number; query strings are refused rather than ignored.
   if (path.find('?') != std::string_view::npos) return fail("query parameters are not supported");

@@ -13,6 +13,7 @@
 
 #include "redis/compat.h"
 #include "redis/connection.h"
+#include "redis/executor.h"
 #include "redis/log.h"
 #include "redis/redis_store.h"
 #include "redis/redis_url.h"
@@ -85,7 +86,8 @@ int main(int argc, char** argv) {
       "Stateless: every decision lives in Redis; run as many replicas as you like."};
   app.footer(kFooter);
   app.add_option("--redis", f.redis_url,
-                 "Redis URL redis://[user:password@]host[:port][/db]. Without it a local "
+                 "Redis URL redis://[user:password@]host[:port][,host[:port]...][/db] (a "
+                 "cluster: any node, or a seed list). Without it a local "
                  "redis-server is started (embedded default)")
       ->envname("RSC_REDIS_URL");
   app.add_option("--listen", f.listen, "HTTP listen address host:port (port 0 = free port)")
@@ -189,6 +191,11 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds redis_timeout(f.redis_timeout_ms);
   rsc::redis::ConnectionOptions probe_options = rsc::redis::ConnectionOptions::FromUrl(*url);
   probe_options.command_timeout = redis_timeout;
+  if (!probe_options.seeds.empty()) {
+    // A cluster's seed list: the check runs on the first node that answers.
+    auto reached = rsc::redis::FirstReachable(probe_options, nullptr);
+    if (reached.ok()) probe_options = std::move(reached).value();
+  }
   rsc::redis::Connection probe(probe_options);
   auto report = rsc::redis::CheckCompatibility(probe);
   if (!report.ok()) {

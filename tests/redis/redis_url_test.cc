@@ -62,6 +62,10 @@ TEST(RedisUrlTest, RejectsWithMessageNamingTheProblem) {
       {"redis://u:p%4@h", "%-escape in password"},
       {"redis://u:@h", "empty password"},
       {"redis://@h", "empty user"},
+      {"redis://h1:1,", "missing host"},
+      {"redis://h1:1,,h2:2", "missing host"},
+      {"redis://h1:1,h2:0", "port '0'"},
+      {"redis://h1:1,::1:2", "brackets"},
   };
   for (const auto& [url, needle] : cases) {
     SCOPED_TRACE(url);
@@ -83,6 +87,23 @@ TEST(RedisUrlTest, ErrorsAndRedactedFormNeverShowThePassword) {
   EXPECT_EQ(good->Redacted(), "redis://alice:***@h:7/1");
   EXPECT_EQ(ParseRedisUrl("redis://:pw@h")->Redacted(), "redis://:***@h:6379/0");
   EXPECT_EQ(ParseRedisUrl("redis://[::1]:5")->Address(), "[::1]:5");
+}
+
+// A cluster's seed list: every node in order, one set of credentials and one database.
+TEST(RedisUrlTest, ASeedListNamesEveryNodeInOrder) {
+  auto r = ParseRedisUrl("redis://alice:pw@h1:7000,[::1]:7001,h3/0");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->host, "h1");
+  EXPECT_EQ(r->port, 7000);
+  ASSERT_EQ(r->more_nodes.size(), 2u);
+  EXPECT_EQ(r->more_nodes[0].host, "::1");
+  EXPECT_EQ(r->more_nodes[0].port, 7001);
+  EXPECT_EQ(r->more_nodes[1].host, "h3");
+  EXPECT_EQ(r->more_nodes[1].port, 6379);
+  EXPECT_EQ(r->user, "alice");
+  EXPECT_EQ(r->Redacted(), "redis://alice:***@h1:7000,[::1]:7001,h3:6379/0");
+  EXPECT_EQ(r->Address(), "h1:7000") << "the first node";
+  EXPECT_TRUE(ParseRedisUrl("redis://h:1")->more_nodes.empty());
 }
 
 }  // namespace
