@@ -5,7 +5,11 @@
 //
 //   scripts/netns.sh build/bench/e2e_throughput [--messages 50000] [--consumers 1,2,4]
 //       [--shards 4,16] [--size 100] [--batch 1000] [--repeat 3] [--seconds 20]
-//       [--coordinator PATH] [--resources 16,256,1024]
+//       [--coordinator PATH] [--resources 16,256,1024] [--cluster]
+//
+// --cluster: instead of the grid, live end to end on one server and on a 3-master Redis
+// Cluster started by the bench (same run, same machine), with the shards and the commands
+// each master got (SPEC CL2).
 //
 // --resources M1,M2,…: instead of the grid, one consumer that owns all M shards of a group:
 // the threads, Redis connections and memory it adds once every shard is read, and its live
@@ -361,6 +365,7 @@ struct Config {
   double seconds = 20;  // longest wait for any one phase
   std::string coordinator = RSC_COORDINATOR_BINARY;
   std::vector<int> resources;  // --resources: shard counts for the one-consumer footprint
+  bool cluster = false;        // --cluster: one server vs a 3-master Redis Cluster
 };
 
 // One cell's figures: medians over the repetitions (messages/s); the ratios are medians of
@@ -698,6 +703,151 @@ std::vector<int> ParseList(const std::string& s) {
   return out;
 }
 
+// ── One server vs a 3-master Redis Cluster (--cluster) ─────────────────────────────
+
+// Live end to end on one group: n consumers, m shards, K messages published while they run,
+// `repeat` times. Fills rate (first publish -> last delivery, median) and p50 latency.
+struct LiveFigures {
+  double e2e = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+};
+
+LiveFigures LiveRun(int coordinator_port, const std::string& redis_url, const std::string& stream,
+                    int n, int m, const Config& cfg) {
+  const milliseconds limit(static_cast<int64_t>(cfg.seconds * 1000));
+  const int64_t k = cfg.messages;
+  const int created = HttpPost(
+      coordinator_port, "/v1/groups",
+      fmt::format(
+          R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
+          R"("heartbeatIntervalMs":250,"memberLeaseMs":5000,"assignmentLeaseMs":4000,)"
+          R"("rebalanceTimeoutMs":10000,"routingLeaseMs":10000,"routingRefreshMs":1000}}}})",
+          stream, m));
+  if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
+  const std::string endpoint = fmt::format("127.0.0.1:{}", coordinator_port);
+  std::vector<std::unique_ptr<Phase>> phases;
+  for (int r = 0; r < cfg.repeat; ++r) phases.push_back(std::make_unique<Phase>(r * k, k));
+  auto handler = [&](const rsc::Message& msg) {
+    int64_t seq = -1, t = 0;
+    for (const auto& [f, v] : msg.fields) {
+      if (f == "seq") seq = ParseInt(v);
+      if (f == "t") t = ParseInt(v);
+    }
+    if (seq < 0 || seq / k >= static_cast<int64_t>(phases.size())) {
+      return rsc::HandlerResult::Fail("unknown seq");
+    }
+    phases[static_cast<size_t>(seq / k)]->Deliver(seq, t);
+    return rsc::HandlerResult::Ok();
+  };
+  std::vector<std::unique_ptr<rsc::Consumer>> consumers;
+  for (int i = 0; i < n; ++i) {
+    rsc::ConsumerOptions o;
+    o.coordinator_endpoints = {endpoint};
+    o.stream = stream;
+    o.group = "g";
+    o.redis_url = redis_url;
+    o.block = milliseconds(250);
+    auto c = rsc::Consumer::Create(o, handler);
+    if (!c.ok()) Die(c.error().message);
+    consumers.push_back(std::move(c).value());
+    consumers.back()->Start();
+  }
+  std::unique_ptr<rsc::Producer> producer = StartProducer(endpoint, stream, redis_url, limit);
+  if (!WaitUntil([&] { return Settled(consumers, m); }, limit)) {
+    Die(fmt::format("{} consumers did not settle on {} shards ({})", n, m, redis_url));
+  }
+  std::vector<double> e2e, p50, p99;
+  for (int r = 0; r < cfg.repeat; ++r) {
+    Phase& live = *phases[static_cast<size_t>(r)];
+    std::string error;
+    const int64_t t0 = NowNs();
+    if (!PublishAll(*producer, r * k, cfg, &error)) Die("publish: " + error);
+    if (!live.WaitDone(limit)) {
+      Die(fmt::format("{}: {}/{} delivered in {} s", stream, live.unique(), k, cfg.seconds));
+    }
+    e2e.push_back(Rate(k, live.done_ns() - t0));
+    p50.push_back(live.LatencyMs(0.50));
+    p99.push_back(live.LatencyMs(0.99));
+  }
+  producer->Close();
+  std::vector<std::thread> stops;
+  for (auto& c : consumers) stops.emplace_back([&c] { c->Stop(); });
+  for (auto& th : stops) th.join();
+  return {Median(e2e), Median(p50), Median(p99)};
+}
+
+// total_commands_processed of the server on `port`.
+int64_t CommandsProcessed(int port) {
+  Context c = Connect(port);
+  Reply r = Command(c.get(), {"INFO", "stats"});
+  if (r->type != REDIS_REPLY_STRING) Die("INFO stats: unexpected reply");
+  const std::string info(r->str, r->len);
+  const size_t at = info.find("total_commands_processed:");
+  return at == std::string::npos ? 0
+                                 : ParseInt(info.substr(at + 25, info.find('\r', at) - at - 25));
+}
+
+// Which of `ports` serves `key` (asked of each: the one that does not answer MOVED).
+size_t MasterOf(const std::vector<int>& ports, const std::string& key) {
+  for (size_t i = 0; i < ports.size(); ++i) {
+    Context c = Connect(ports[i]);
+    Reply r = Command(c.get(), {"TYPE", key});
+    if (r->type != REDIS_REPLY_ERROR) return i;
+  }
+  return ports.size();
+}
+
+// Starts three cluster-enabled redis-servers and joins them as three masters.
+std::vector<int> StartCluster(std::vector<std::unique_ptr<Child>>* nodes, const std::string& dir) {
+  std::vector<int> ports;
+  std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
+  for (int i = 0; i < 3; ++i) {
+    auto port = rsc::PickFreePort();
+    if (!port.ok()) Die(port.error().message);
+    const std::string node_dir = fmt::format("{}/cluster-{}", dir, *port);
+    std::filesystem::create_directories(node_dir);
+    nodes->push_back(std::make_unique<Child>());
+    nodes->back()->Spawn(
+        {"redis-server", "--port", std::to_string(*port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", node_dir, "--daemonize", "no", "--cluster-enabled", "yes",
+         "--cluster-config-file", node_dir + "/nodes.conf", "--cluster-node-timeout", "2000"},
+        node_dir + "/redis.log");
+    ports.push_back(*port);
+    create.push_back(fmt::format("127.0.0.1:{}", *port));
+  }
+  for (int port : ports) {
+    if (!WaitUntil(
+            [&] {
+              Context c(redisConnect("127.0.0.1", port));
+              return c && !c->err;
+            },
+            milliseconds(10000))) {
+      Die(fmt::format("cluster node {} did not start", port));
+    }
+  }
+  create.push_back("--cluster-yes");
+  Child cli;
+  cli.Spawn(create, dir + "/cluster-create.log");
+  if (!WaitUntil([&] { return cli.Exited(); }, milliseconds(60000))) {
+    Die("redis-cli --cluster create hung: " + ReadFile(dir + "/cluster-create.log"));
+  }
+  for (int port : ports) {
+    if (!WaitUntil(
+            [&] {
+              Context c = Connect(port);
+              Reply r = Command(c.get(), {"CLUSTER", "INFO"});
+              return r->type == REDIS_REPLY_STRING &&
+                     std::string_view(r->str, r->len).find("cluster_state:ok") !=
+                         std::string_view::npos;
+            },
+            milliseconds(20000))) {
+      Die("the cluster did not reach cluster_state:ok: " + ReadFile(dir + "/cluster-create.log"));
+    }
+  }
+  return ports;
+}
+
 }  // namespace
 
 // ── One consumer's footprint (--resources) ──────────────────────────────────────────
@@ -843,13 +993,15 @@ int main(int argc, char** argv) {
       cfg.seconds = std::atof(argv[++i]);
     } else if (a == "--coordinator" && has) {
       cfg.coordinator = argv[++i];
+    } else if (a == "--cluster") {
+      cfg.cluster = true;
     } else if (a == "--resources" && has) {
       cfg.resources = ParseList(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
                    "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH] "
-                   "[--resources 16,256,1024]\n",
+                   "[--resources 16,256,1024] [--cluster]\n",
                    argv[0]);
       return 2;
     }
@@ -891,29 +1043,33 @@ int main(int argc, char** argv) {
     Die("redis-server did not answer");
   }
 
+  // An rsc-coordinator on `url`, its log in dir/<name>.log; returns the port it listens on.
+  auto start_coordinator = [&](Child& child, const std::string& url, const std::string& name) {
+    const std::string log = dir + "/" + name + ".log";
+    child.Spawn({cfg.coordinator, "--redis", url, "--listen", "127.0.0.1:0", "--tick-interval-ms",
+                 "200", "--state-dir", dir + "/" + name + "-state", "--log-level", "info"},
+                log);
+    int listening = 0;
+    if (!WaitUntil(
+            [&] {
+              if (child.Exited()) {
+                Die("rsc-coordinator (" + cfg.coordinator + ") exited; log: " + ReadFile(log));
+              }
+              constexpr std::string_view kNeedle = "event=listening address=127.0.0.1:";
+              const std::string text = ReadFile(log);
+              const size_t at = text.find(kNeedle);
+              if (at == std::string::npos) return false;
+              listening = std::atoi(text.c_str() + at + kNeedle.size());
+              return listening > 0;
+            },
+            milliseconds(15000))) {
+      Die("rsc-coordinator did not listen; log: " + ReadFile(log));
+    }
+    return listening;
+  };
   Child coordinator;
-  const std::string coordinator_log = dir + "/coordinator.log";
-  coordinator.Spawn({cfg.coordinator, "--redis", fmt::format("redis://127.0.0.1:{}", redis_port),
-                     "--listen", "127.0.0.1:0", "--tick-interval-ms", "200", "--state-dir",
-                     dir + "/coordinator-state", "--log-level", "info"},
-                    coordinator_log);
-  int coordinator_port = 0;
-  if (!WaitUntil(
-          [&] {
-            if (coordinator.Exited()) {
-              Die("rsc-coordinator (" + cfg.coordinator +
-                  ") exited; log: " + ReadFile(coordinator_log));
-            }
-            constexpr std::string_view kNeedle = "event=listening address=127.0.0.1:";
-            const std::string log = ReadFile(coordinator_log);
-            const size_t at = log.find(kNeedle);
-            if (at == std::string::npos) return false;
-            coordinator_port = std::atoi(log.c_str() + at + kNeedle.size());
-            return coordinator_port > 0;
-          },
-          milliseconds(15000))) {
-    Die("rsc-coordinator did not listen; log: " + ReadFile(coordinator_log));
-  }
+  const int coordinator_port = start_coordinator(
+      coordinator, fmt::format("redis://127.0.0.1:{}", redis_port), "coordinator");
 
   // The machine is shared: say how busy it was, so a reader can judge the noise.
   const std::string load_before = LoadAverage();
@@ -923,6 +1079,69 @@ int main(int argc, char** argv) {
       "%u CPUs, load average before: %s\n\n",
       static_cast<long long>(cfg.messages), cfg.size, kKeys, cfg.batch, redis_version.c_str(),
       std::thread::hardware_concurrency(), load_before.c_str());
+  if (cfg.cluster) {
+    std::vector<std::unique_ptr<Child>> nodes;
+    const std::vector<int> ports = StartCluster(&nodes, dir);
+    std::string seeds = "redis://";
+    for (size_t i = 0; i < ports.size(); ++i) {
+      seeds += fmt::format("{}127.0.0.1:{}", i == 0 ? "" : ",", ports[i]);
+    }
+    Child cluster_coordinator;
+    const int cluster_coordinator_port =
+        start_coordinator(cluster_coordinator, seeds, "cluster-coordinator");
+    std::printf(
+        "One server vs a 3-master Redis Cluster (no replicas), same run: live end to end "
+        "(messages/s, first publish -> last delivery, median of %d), latency publish -> "
+        "handler; on the cluster: shards per master and commands per master during the "
+        "cluster phase (INFO total_commands_processed, coordinator included)\n\n"
+        "| N consumers | M shards | one server | p50 ms | cluster | p50 ms | p99 ms | cluster / "
+        "one | shards per master | max/min | commands per master | max/min |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        cfg.repeat);
+    for (int m : cfg.shards) {
+      for (int n : cfg.consumers) {
+        const std::string cell = fmt::format("c{}x{}", n, m);
+        const LiveFigures one =
+            LiveRun(coordinator_port, fmt::format("redis://127.0.0.1:{}", redis_port),
+                    "one-" + cell, n, m, cfg);
+        std::vector<int64_t> before;
+        for (int port : ports) before.push_back(CommandsProcessed(port));
+        const std::string stream = "cl-" + cell;
+        const LiveFigures cl = LiveRun(cluster_coordinator_port, seeds, stream, n, m, cfg);
+        std::vector<int64_t> commands, shards(ports.size(), 0);
+        for (size_t i = 0; i < ports.size(); ++i) {
+          commands.push_back(CommandsProcessed(ports[i]) - before[i]);
+        }
+        for (int sh = 0; sh < m; ++sh) {
+          const size_t at = MasterOf(ports, fmt::format("{{{}:{}}}", stream, sh));
+          if (at < shards.size()) ++shards[at];
+        }
+        auto spread = [](const std::vector<int64_t>& v) {
+          const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+          return *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0.0;
+        };
+        auto list = [](const std::vector<int64_t>& v) {
+          std::string out;
+          for (int64_t x : v) out += (out.empty() ? "" : "/") + std::to_string(x);
+          return out;
+        };
+        std::printf(
+            "| %d | %d | %.0f | %.1f | %.0f | %.1f | %.1f | %.2f | %s | %.2f | %s | %.2f |\n", n, m,
+            one.e2e, one.p50_ms, cl.e2e, cl.p50_ms, cl.p99_ms, one.e2e > 0 ? cl.e2e / one.e2e : 0.0,
+            list(shards).c_str(), spread(shards), list(commands).c_str(), spread(commands));
+        std::fflush(stdout);
+      }
+    }
+    std::printf("\ntotal %.1f s, load average after: %s\n",
+                std::chrono::duration<double>(Clock::now() - started).count(),
+                LoadAverage().c_str());
+    cluster_coordinator.Stop();
+    for (auto& node : nodes) node->Stop();
+    coordinator.Stop();
+    redis.Stop();
+    std::filesystem::remove_all(dir);
+    return 0;
+  }
   if (!cfg.resources.empty()) {
     RunFootprints(redis_port, coordinator_port, cfg);
     coordinator.Stop();
