@@ -9,6 +9,7 @@
 #include <map>
 
 #include "redis/cluster.h"
+#include "redis/executor.h"
 #include "redis/keys.h"
 #include "redis/sha1.h"
 
@@ -282,6 +283,27 @@ std::string FormatCompatReport(const CompatReport& r) {
   if (!r.fallbacks.empty()) out += fmt::format("; fallbacks: {}", fmt::join(r.fallbacks, ", "));
   if (!r.warnings.empty()) out += fmt::format("; warnings: {}", fmt::join(r.warnings, "; "));
   return out;
+}
+
+Result<ConnectionOptions> CompatCheckTarget(const ConnectionOptions& options) {
+  Result<Reply> info = MakeError(ErrorCode::kInternal, "not asked");
+  Result<ConnectionOptions> reached = FirstReachable(options, &info);
+  if (!reached.ok()) return reached.error();
+  const bool cluster =
+      info.ok() && info->IsString() && info->str.find("cluster_enabled:1") != std::string::npos;
+  if (!cluster) return reached;
+  auto executor = ClusterExecutor::Connect(*reached, 1, options.connect_timeout);
+  if (!executor.ok()) return executor.error();
+  Result<std::vector<std::string>> masters = (*executor)->Masters();
+  if (!masters.ok()) return masters.error();
+  if (masters->empty()) {
+    return MakeError(
+        ErrorCode::kRedisUnavailable,
+        "redis cluster: the slot map names no master (via " + reached->Address() + ")");
+  }
+  ConnectionOptions master = reached->WithAddress(masters->front());
+  master.seeds.clear();
+  return master;
 }
 
 }  // namespace rsc::redis

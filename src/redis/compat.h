@@ -59,6 +59,12 @@ const std::vector<std::string>& OptionalCommands();
 // successful report with ok() == false.
 Result<CompatReport> CheckCompatibility(Connection& conn);
 
+// The node to run the check on: the URL's node (the first of a seed list that answers), or on
+// a Redis Cluster one of its masters — the URL may name a replica, and a failover turns the
+// master checked last into one. Errors: as OpenExecutor (REDIS_UNAVAILABLE when no node
+// answers).
+Result<ConnectionOptions> CompatCheckTarget(const ConnectionOptions& options);
+
 // One line for the log and the exit message, naming exactly what is missing, e.g.
 // "redis 7.0.15 at 127.0.0.1:6379 (standalone master) is NOT compatible: missing EVALSHA
 //  (unknown command) — Lua scripting has no fallback; warnings: ..."

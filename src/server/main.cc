@@ -191,13 +191,18 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds redis_timeout(f.redis_timeout_ms);
   rsc::redis::ConnectionOptions probe_options = rsc::redis::ConnectionOptions::FromUrl(*url);
   probe_options.command_timeout = redis_timeout;
-  if (!probe_options.seeds.empty()) {
-    // A cluster's seed list: the check runs on the first node that answers.
-    auto reached = rsc::redis::FirstReachable(probe_options, nullptr);
-    if (reached.ok()) probe_options = std::move(reached).value();
-  }
-  rsc::redis::Connection probe(probe_options);
-  auto report = rsc::redis::CheckCompatibility(probe);
+  // On a cluster the check runs on a master (the URL may name any node, also a replica),
+  // chosen again for every re-check (a failover turns masters into replicas).
+  std::unique_ptr<rsc::redis::Connection> probe;
+  auto check = [&probe, probe_options]() -> rsc::Result<rsc::redis::CompatReport> {
+    auto target = rsc::redis::CompatCheckTarget(probe_options);
+    if (!target.ok()) return target.error();
+    if (!probe || probe->options().Address() != target->Address()) {
+      probe = std::make_unique<rsc::redis::Connection>(*target);
+    }
+    return rsc::redis::CheckCompatibility(*probe);
+  };
+  auto report = check();
   if (!report.ok()) {
     spdlog::critical("event=redis_unreachable redis={} message=\"{}\"", url->Redacted(),
                      report.error().message);
@@ -230,9 +235,8 @@ int main(int argc, char** argv) {
   rsc::MetricsObserver observer(metrics);
   rsc::ShutdownGate gate;
   rsc::redis::RedisStore& redis_store = **store;
-  // L4 while running: the `probe` connection is the watch's alone (it serializes checks).
-  rsc::CompatWatch compat([&probe] { return rsc::redis::CheckCompatibility(probe); }, clock,
-                          metrics, f.compat_recheck_ms);
+  // L4 while running: `check` and its connection are the watch's alone (it serializes checks).
+  rsc::CompatWatch compat(check, clock, metrics, f.compat_recheck_ms);
   auto ready_probe = [&redis_store, &compat]() -> rsc::Status {
     auto groups = redis_store.ListGroups();  // one round trip: Redis reachable and answering
     if (!groups.ok()) return groups.error();
