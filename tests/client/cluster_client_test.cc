@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
 #include <map>
@@ -51,6 +52,13 @@ constexpr int kShards = 16;
 
 std::string ShardStream(int shard) { return "{orders:" + std::to_string(shard) + "}"; }
 
+std::string FieldOf(const Message& m, const std::string& name) {
+  for (const auto& [f, v] : m.fields) {
+    if (f == name) return v;
+  }
+  return "";
+}
+
 // A started 3-master cluster and a client per node.
 class ClusterFixture : public ::testing::Test {
  protected:
@@ -69,6 +77,21 @@ class ClusterFixture : public ::testing::Test {
       if (r.ok() && r.integer == 1) return i;
     }
     return clis_.size();
+  }
+
+  // Waits until every node reports cluster_state:<state>.
+  ::testing::AssertionResult StateEverywhere(const std::string& state) {
+    return rsc::testing::WaitFor(
+        [&] {
+          for (auto& cli : clis_) {
+            if (cli->Run({"CLUSTER", "INFO"}).str.find("cluster_state:" + state) ==
+                std::string::npos) {
+              return false;
+            }
+          }
+          return true;
+        },
+        20s, "cluster_state:" + state + " on every node");
   }
 
   Cluster3 cluster_;
@@ -99,6 +122,17 @@ class ProducerClusterTest : public ClusterFixture {
     ASSERT_TRUE(made.ok()) << made.error().message;
     producer_ = std::move(made).value();
     ASSERT_TRUE(producer_->WaitForRouting(10s)) << producer_->Metrics().last_refresh_error;
+  }
+
+  // A consumer of orders/billing on the cluster, named by one node's URL.
+  ConsumerOptions ConsumerOpts() const {
+    ConsumerOptions o;
+    o.coordinator_endpoints = {"127.0.0.1:" + std::to_string(coordinator_->Port())};
+    o.stream = "orders";
+    o.group = "billing";
+    o.redis_url = cluster_.Url();
+    o.block = 300ms;
+    return o;
   }
 
   // Publishes `count` messages over `keys` keys in one batch; every one must be acknowledged.
@@ -259,6 +293,70 @@ TEST_F(ProducerClusterTest, ASeedListWhoseFirstNodeIsDownIsFollowed) {
   EXPECT_NE(none.error().message.find("none of the 2 Redis nodes answered"), std::string::npos)
       << none.error().message;
   EXPECT_NE(none.error().message.find("127.0.0.1:2"), std::string::npos) << none.error().message;
+}
+
+// The cluster goes down (a slot no longer served, with cluster-require-full-coverage yes:
+// every node answers CLUSTERDOWN) and comes back. Publishes fail with an error naming the
+// cause and are not written; the consumer says why it cannot read; once the slot is served
+// again both resume, and everything that was acknowledged is handled.
+TEST_F(ProducerClusterTest, ADownClusterFailsClearlyAndNothingAcknowledgedIsLost) {
+  std::mutex mu;
+  std::set<std::string> handled;
+  auto made = Consumer::Create(ConsumerOpts(), [&](const Message& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    handled.insert(FieldOf(m, "seq"));
+    return HandlerResult::Ok();
+  });
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  std::unique_ptr<Consumer> consumer = std::move(made).value();
+  consumer->Start();
+  std::set<std::string> acked;
+  auto publish = [&](int from, int to) {
+    std::vector<ProducerResult<std::string>> failures;
+    for (int i = from; i < to; ++i) {
+      ProducerResult<std::string> id =
+          producer_->Publish("key-" + std::to_string(i), {{"seq", std::to_string(i)}});
+      if (id.ok()) {
+        acked.insert(std::to_string(i));
+      } else {
+        failures.push_back(std::move(id));
+      }
+    }
+    return failures;
+  };
+  ASSERT_TRUE(publish(0, 50).empty());
+
+  // Shard 0's slot is served by nobody: the cluster's state becomes fail on every node.
+  const int slot = redis::KeySlot(ShardStream(0));
+  const size_t owner =
+      Holder(ShardStream(0)) < clis_.size() ? Holder(ShardStream(0)) : static_cast<size_t>(0);
+  for (auto& cli : clis_) ASSERT_TRUE(cli->Run({"CLUSTER", "DELSLOTS", std::to_string(slot)}).ok());
+  ASSERT_TRUE(StateEverywhere("fail"));
+  const auto failures = publish(50, 60);
+  ASSERT_EQ(failures.size(), 10u) << "nothing is written while the cluster is down";
+  for (const auto& f : failures) {
+    EXPECT_NE(f.error().message.find("CLUSTERDOWN"), std::string::npos)
+        << ProducerErrorCodeName(f.error().code) << ": " << f.error().message;
+  }
+  ASSERT_TRUE(rsc::testing::WaitFor(
+      [&] { return consumer->Status().last_redis_error.find("CLUSTERDOWN") != std::string::npos; },
+      10s, "the consumer names the cause"))
+      << consumer->Status().last_redis_error;
+
+  // Served again: the cluster comes back, and so do the producer and the consumer.
+  ASSERT_TRUE(clis_[owner]->Run({"CLUSTER", "ADDSLOTS", std::to_string(slot)}).ok());
+  ASSERT_TRUE(StateEverywhere("ok"));
+  ASSERT_TRUE(rsc::testing::WaitFor([&] { return publish(60, 61).empty(); }, 20s,
+                                    "a publish succeeds again"));
+  ASSERT_TRUE(publish(61, 100).empty());
+  ASSERT_TRUE(rsc::testing::WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return std::includes(handled.begin(), handled.end(), acked.begin(), acked.end());
+      },
+      30s, "every acknowledged message handled"))
+      << consumer->Status().last_redis_error;
+  consumer->Stop();
 }
 
 // ── The consumer's reader port on a cluster (SPEC CL1) ──
@@ -456,13 +554,7 @@ TEST_F(ProducerClusterTest, ConsumersReadEveryShardOnEveryMaster) {
   };
   std::vector<std::unique_ptr<Consumer>> consumers;
   for (int i = 0; i < 2; ++i) {
-    ConsumerOptions o;
-    o.coordinator_endpoints = {"127.0.0.1:" + std::to_string(coordinator_->Port())};
-    o.stream = "orders";
-    o.group = "billing";
-    o.redis_url = cluster_.Url();
-    o.block = 500ms;
-    auto made = Consumer::Create(o, handler);
+    auto made = Consumer::Create(ConsumerOpts(), handler);
     ASSERT_TRUE(made.ok()) << made.error().message;
     consumers.push_back(std::move(made).value());
     consumers.back()->Start();

@@ -177,6 +177,19 @@ class ClusterEndToEnd : public ::testing::Test {
     return nullptr;
   }
 
+  // A master killed at `kill_us`, serving `shards` then: a `failover` fault record (a rollback
+  // of the coordinator's state too if the group's metadata was there: every process tainted)
+  // and a Kill for the loss accounting.
+  void RecordKill(int64_t kill_us, bool metadata_there, const std::set<int32_t>& shards) {
+    HistEvent fault;
+    fault.t_us = kill_us;
+    fault.kind = HistKind::kFault;
+    fault.proc = "harness";
+    fault.detail = metadata_there ? "failover" : "failover_streams_only";
+    fleet_.Record(fault);
+    kills_.push_back({kill_us, shards});
+  }
+
   // Records a `lost` event for every acknowledged publish the cluster no longer holds, on a
   // shard a master served when it was killed after the publish: at that kill. Returns how
   // many.
@@ -352,16 +365,10 @@ void ClusterEndToEnd::KillMasterUnderLoad(const std::string& key_on_victim) {
   cluster_.node(victim).Kill();
   cluster_.node(replica).Resume();
   for (Worker* w : consumers_) fleet_.Resume(w);
-  HistEvent fault;
-  fault.t_us = kill_us;
-  fault.kind = HistKind::kFault;
-  fault.proc = "harness";
-  fault.detail = metadata_lost ? "failover" : "failover_streams_only";
-  fleet_.Record(fault);
+  RecordKill(kill_us, metadata_lost, victim_shards);
   ASSERT_TRUE(cluster_.WaitPromoted(replica, 30s));
   const int64_t promoted_us = NowUs();
   fleet_.Record(HistKind::kFault, "harness", "heal");
-  kills_.push_back({kill_us, victim_shards});
   ASSERT_NO_FATAL_FAILURE(FinishAndJudge());
   EXPECT_GT(lost_, 0) << "the promoted replica missed the master's last writes";
   EXPECT_GT(counters_.lost_by_rollback, 0) << "lost before any consumer read them";
@@ -533,13 +540,7 @@ TEST_F(ClusterEndToEnd, SeededClusterChaosKeepsEveryGuarantee) {
         const int64_t kill_us = NowUs();
         cluster_.node(victim).Kill();
         if (lag) cluster_.node(replica).Resume();
-        HistEvent fault;
-        fault.t_us = kill_us;
-        fault.kind = HistKind::kFault;
-        fault.proc = "harness";
-        fault.detail = metadata ? "failover" : "failover_streams_only";
-        fleet_.Record(fault);
-        kills_.push_back({kill_us, shards});
+        RecordKill(kill_us, metadata, shards);
         ASSERT_TRUE(cluster_.WaitPromoted(replica, 30s));
         ASSERT_TRUE(cluster_.node(victim).Start()) << "the killed master restarts as a replica";
         ++done[lag ? "master_kill_lagging" : "master_kill"];
