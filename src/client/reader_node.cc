@@ -329,6 +329,12 @@ void ReaderNode::Cancel(uint64_t token, bool now) {
   }
 }
 
+bool ReaderNode::Idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return command_queue_.empty() && !unblock_retry_ && live_queue_.empty() && !live_busy_ &&
+         active_ == 0;
+}
+
 ReaderRedisStats ReaderNode::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   ReaderRedisStats s = stats_;
@@ -400,6 +406,7 @@ void ReaderNode::RunCommands() {
         batch.push_back(std::move(command_queue_.front()));
         command_queue_.pop_front();
       }
+      ++active_;
       // An unblock goes out only while the read it was asked for is in flight, with the
       // live connection's current id. It can still reach Redis after that read returned and
       // hit the next one: RunLive tells such an early return from a timeout.
@@ -412,6 +419,8 @@ void ReaderNode::RunCommands() {
       }
     }
     ExecuteBatch(batch);
+    std::lock_guard<std::mutex> lock(mu_);
+    --active_;
   }
 }
 
@@ -576,10 +585,13 @@ void ReaderNode::RunLive() {
                  (poll_pause_.count() == 0 || arrived_ || now >= poll_resume_at_)) {
         round = ChooseRoundLocked();
       }
+      ++active_;
     }
     Deliver(answers);
     if (!connected) Failed();
     if (round) RunRound();
+    std::lock_guard<std::mutex> lock(mu_);
+    --active_;
   }
 }
 

@@ -84,6 +84,7 @@ struct ReaderRedisStats {
   int connections = 0;            // connections currently open (two per node at most)
   int threads = 0;                // threads running
   int nodes = 0;                  // nodes (servers or cluster masters) with connections
+  int retired_nodes = 0;          // nodes stopped since: no longer masters (failovers)
 };
 
 // One answer: the token of a command and its reply.
@@ -150,6 +151,9 @@ class ReaderNode {
   void Enqueue(NodeRead read);
   // As ReaderRedis::Cancel.
   void Cancel(uint64_t token, bool now);
+  // Nothing queued, in flight or being answered: Stop() would drop no answer. The owner
+  // retires a node only if it is idle and nothing can reach it any more.
+  bool Idle() const;
   ReaderRedisStats Stats() const;
 
  private:
@@ -251,7 +255,9 @@ class ReaderNode {
   bool arrived_ = false;
   // (group, consumer name) of the last combined read: another pair goes next. Live thread.
   std::pair<std::string, std::string> last_pair_;
-  ReaderRedisStats stats_;     // guarded by mu_
+  ReaderRedisStats stats_;  // guarded by mu_
+  // Threads between taking work and handing out its answers. Guarded by mu_.
+  int active_ = 0;
   bool command_open_ = false;  // guarded by mu_
   bool live_open_ = false;     // guarded by mu_
 

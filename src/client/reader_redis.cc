@@ -118,7 +118,9 @@ void ReaderRedis::Cancel(uint64_t token, bool now) {
 
 ReaderRedisStats ReaderRedis::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  ReaderRedisStats s;
+  ReaderRedisStats s = retired_stats_;
+  s.retired_nodes = s.nodes;
+  s.nodes = 0;
   s.threads = started_ && !stopping_ ? 1 : 0;
   for (const auto& [address, node] : nodes_) {
     const ReaderRedisStats n = node->Stats();
@@ -146,7 +148,7 @@ void ReaderRedis::Run() {
         return stopping_ || !answers_.empty() || refresh_requested_ ||
                (mode_ == Mode::kUnknown && !held_.empty());
       };
-      if (watched_.empty()) {
+      if (watched_.empty() && !retire_pending_) {
         cv_.wait(lock, ready);
       } else if (!cv_.wait_until(lock, next_watch_, ready)) {
         refresh_requested_ = true;  // a watched node's time to be looked up again
@@ -181,14 +183,44 @@ void ReaderRedis::Run() {
       // A node failed (failover?) or a slot moved: re-read the map, at most once per interval.
       (void)cluster_->RefreshSlots();
       Result<std::vector<std::string>> masters = cluster_->Masters();
+      std::vector<std::unique_ptr<ReaderNode>> retired;
       std::unique_lock<std::mutex> lock(mu_);
       const Clock::time_point now = Clock::now();
+      retire_pending_ = false;
+      if (masters.ok()) {
+        // A node the map no longer names a master (failed over, or gone) is stopped once
+        // idle: nothing is routed to it any more (dispatch takes mu_), so it would only keep
+        // two idle threads. Its counters are kept.
+        for (auto it = nodes_.begin(); it != nodes_.end();) {
+          const bool master =
+              std::find(masters->begin(), masters->end(), it->first) != masters->end();
+          if (master || !it->second->Idle()) {
+            retire_pending_ = retire_pending_ || !master;  // busy: look again soon
+            ++it;
+            continue;
+          }
+          const ReaderRedisStats n = it->second->Stats();
+          retired_stats_.commands += n.commands;
+          retired_stats_.live_reads += n.live_reads;
+          retired_stats_.live_read_streams += n.live_read_streams;
+          retired_stats_.polls += n.polls;
+          retired_stats_.unblocks += n.unblocks;
+          retired_stats_.redirects += n.redirects;
+          ++retired_stats_.nodes;  // counted as retired, not as in use
+          retired.push_back(std::move(it->second));
+          it = nodes_.erase(it);
+        }
+      }
       for (auto it = watched_.begin(); it != watched_.end();) {
         const bool still_master = masters.ok() && std::find(masters->begin(), masters->end(),
                                                             it->first) != masters->end();
         it = still_master && now < it->second ? std::next(it) : watched_.erase(it);
       }
       next_watch_ = now + kWatchInterval;
+      lock.unlock();
+      for (auto& node : retired) node->Stop();  // outside mu_: its hooks may wait for it
+      retired.clear();
+      lock.lock();
       cv_.wait_for(lock, kRefreshInterval, [&] { return stopping_; });
       if (stopping_) return;
     }

@@ -15,8 +15,9 @@
 //   master; ASK sends it once more, after ASKING, to the importing master; a node whose
 //   connection fails has the map re-read (a failover), again every 200 ms while the map still
 //   names it a master (up to 30 s), so the core's own retry after its backoff goes to the
-//   promoted master rather than failing once more on the dead one. A redirected command did not
-//   run, so following it is safe for writes (XACK, XCLAIM, the dead-letter script). After
+//   promoted master rather than failing once more on the dead one. A node the map no longer
+//   names a master is stopped once idle (nothing is routed to it any more). A redirected command
+//   did not run, so following it is safe for writes (XACK, XCLAIM, the dead-letter script). After
 //   kMaxRedirects a command is answered kTransport. Reads combine only within a slot: a master
 //   serving several shards of this consumer in different slots is polled (reader_node.h).
 // Until the first command the port holds what is submitted; a URL that cannot be reached
@@ -132,9 +133,11 @@ class ReaderRedis {
   // The connection layer's executor: a cluster's slot map (thread-safe itself). Set once.
   std::unique_ptr<redis::Executor> executor_;
   redis::ClusterExecutor* cluster_ = nullptr;
-  // Nodes by address; never removed before Stop (a master that failed over keeps its idle
-  // threads, and a node that comes back is used again). Guarded by mu_.
+  // Nodes by address. A node the slot map no longer names a master is stopped and removed
+  // once idle (a node that comes back gets a new one). Guarded by mu_.
   std::map<std::string, std::unique_ptr<ReaderNode>> nodes_;
+  // Counters of the nodes stopped since (nodes: how many). Guarded by mu_.
+  ReaderRedisStats retired_stats_;
   std::deque<Item> held_;              // guarded by mu_: submitted before the mode is known
   std::vector<ReaderAnswer> answers_;  // guarded by mu_: for the port's thread to deliver
   bool refresh_requested_ = false;     // guarded by mu_
@@ -142,6 +145,7 @@ class ReaderRedis {
   // look-up. Guarded by mu_.
   std::map<std::string, Clock::time_point> watched_;
   Clock::time_point next_watch_;
+  bool retire_pending_ = false;  // guarded by mu_: a node to retire was busy at the last look
   Clock::time_point next_open_;  // port's thread: no new attempt before
   std::chrono::milliseconds open_backoff_{0};
   std::string open_error_;  // port's thread: the last failure to open

@@ -533,6 +533,61 @@ TEST_F(ReaderRedisOnACluster, FollowsAShardWhoseSlotMigrates) {
   EXPECT_GT(port_->Stats().redirects, 0);
 }
 
+// A master that fails over (CLUSTER FAILOVER on its replica) is no longer a master: the port
+// follows the shard to the promoted node (MOVED) and stops the old node's connections and
+// threads once it is idle, so they grow with the current masters, not with every node ever
+// seen.
+TEST(ReaderRedisOnAReplicatedCluster, ANodeThatIsNoLongerAMasterIsRetired) {
+  Cluster3 cluster({}, /*replicas_per_master=*/1);
+  ASSERT_TRUE(cluster.Start());
+  ASSERT_TRUE(cluster.WaitReplicasInSync(20s));
+  auto url = redis::ParseRedisUrl(cluster.Url());
+  ASSERT_TRUE(url.ok());
+  Answers answers;
+  client::ReaderRedis port(
+      redis::ConnectionOptions::FromUrl(*url),
+      [&](uint64_t token, client::ReaderReply reply) { answers.Add(token, std::move(reply)); });
+  port.Start();
+  const std::string stream = ShardStream(5);
+  client::ReaderCoreConfig config;
+  config.stream = stream;
+  config.group = "billing";
+  config.consumer_name = "c";
+  config.dead_letter_stream = stream + ":dlq";
+  client::ReaderCommand create;
+  create.kind = client::ReaderCommandKind::kCreateGroup;
+  port.Submit(1, config, create);
+  ASSERT_EQ(answers.Wait(1, 1).kind, client::ReaderReply::Kind::kOk);
+  ASSERT_EQ(port.Stats().nodes, 1);
+
+  const size_t master = cluster.MasterOf(redis::KeySlot(stream));
+  size_t replica = cluster.size();
+  ASSERT_TRUE(rsc::testing::WaitFor(
+      [&] {
+        replica = cluster.ReplicaOf(master);
+        return replica < cluster.size();
+      },
+      20s, "the slot map lists the master's replica"));
+  ASSERT_TRUE(cluster.ManualFailover(replica, 30s));
+  client::ReaderCommand pending;
+  pending.kind = client::ReaderCommandKind::kCheckForeign;  // XPENDING: a read, any node
+  port.Submit(1, config, pending);
+  client::ReaderReply after = answers.Wait(1, 2);
+  EXPECT_EQ(after.kind, client::ReaderReply::Kind::kOk) << Describe(after);
+  ASSERT_TRUE(rsc::testing::WaitFor(
+      [&] {
+        const client::ReaderRedisStats st = port.Stats();
+        return st.retired_nodes == 1 && st.nodes == 1;
+      },
+      10s, "the old master's node retired"))
+      << "nodes " << port.Stats().nodes << ", retired " << port.Stats().retired_nodes;
+  const client::ReaderRedisStats st = port.Stats();
+  EXPECT_EQ(st.threads, 3) << "the port's own and the promoted master's two";
+  EXPECT_GE(st.redirects, 1);
+  EXPECT_GE(st.commands, 2) << "the retired node's commands still counted";
+  port.Stop();
+}
+
 // ── The consumer end to end on a cluster ──
 
 // A producer and two consumers named by one node's URL, the coordinator's store on the same
