@@ -428,10 +428,11 @@ void ReaderNode::ExecuteBatch(std::vector<Queued>& batch) {
   static const redis::Command kAsking{"ASKING"};
   std::vector<ReaderAnswer> answers;
   answers.reserve(batch.size());
-  // A cancelled queued read first: nothing to wait for.
+  // A cancelled queued read first, before the pipeline: nothing to wait for.
   for (const Queued& q : batch) {
     if (q.type == Queued::Type::kAnswerNil) answers.push_back({q.command.token, Nil()});
   }
+  Deliver(answers);
   std::vector<const redis::Command*> cmds;
   int64_t unblocks = 0;
   int64_t sent_commands = 0;
@@ -517,7 +518,15 @@ void ReaderNode::ExecuteBatch(std::vector<Queued>& batch) {
 }
 
 bool ReaderNode::EnsureLive(std::string* error) {
-  if (live_ready_) return true;
+  if (live_ready_) {
+    // A socket the server closed while idle would be replaced by the round's own command,
+    // silently, and the CLIENT ID known here would then name a client that is gone (or, after
+    // a restart, someone else). Replace it here and learn the new id.
+    if (live_conn_.Ready().ok() && live_conn_.reconnects() == live_reconnects_) return true;
+    live_ready_ = false;
+    std::lock_guard<std::mutex> lock(mu_);
+    live_client_id_.reset();
+  }
   // The id lets the command connection cut this connection's blocked read short.
   Result<redis::Reply> id = live_conn_.Run({"CLIENT", "ID"}, redis::CommandKind::kRead);
   if (!id.ok()) {
@@ -526,6 +535,7 @@ bool ReaderNode::EnsureLive(std::string* error) {
     live_open_ = false;
     return false;
   }
+  live_reconnects_ = live_conn_.reconnects();
   std::lock_guard<std::mutex> lock(mu_);
   live_open_ = true;
   if (id->IsInteger()) {

@@ -222,7 +222,8 @@ class ReaderNode {
   // Each used by its own thread only (plus Interrupt()/Cut() from other threads).
   redis::Connection command_conn_;
   redis::Connection live_conn_;
-  bool live_ready_ = false;  // live thread only: connected and CLIENT ID asked
+  bool live_ready_ = false;      // live thread only: connected and CLIENT ID asked
+  int64_t live_reconnects_ = 0;  // live thread only: live_conn_.reconnects() when it was asked
 
   // Set by Stop() before it cuts the connections: no hook from then on.
   std::atomic<bool> halted_{false};

@@ -190,15 +190,19 @@ void ReaderRedis::Run() {
       if (masters.ok()) {
         // A node the map no longer names a master (failed over, or gone) is stopped once
         // idle: nothing is routed to it any more (dispatch takes mu_), so it would only keep
-        // two idle threads. Its counters are kept.
+        // two idle threads. Its counters are kept. Only after two looks in a row: the map
+        // read before mu_ was taken may predate a MOVED that just made a node a master.
         for (auto it = nodes_.begin(); it != nodes_.end();) {
           const bool master =
               std::find(masters->begin(), masters->end(), it->first) != masters->end();
-          if (master || !it->second->Idle()) {
-            retire_pending_ = retire_pending_ || !master;  // busy: look again soon
+          int& looks = not_master_looks_[it->first];
+          looks = master ? 0 : looks + 1;
+          if (master || looks < 2 || !it->second->Idle()) {
+            retire_pending_ = retire_pending_ || !master;  // look again soon
             ++it;
             continue;
           }
+          not_master_looks_.erase(it->first);
           const ReaderRedisStats n = it->second->Stats();
           retired_stats_.commands += n.commands;
           retired_stats_.live_reads += n.live_reads;
@@ -244,7 +248,15 @@ bool ReaderRedis::Open(std::string* error) {
   }
   std::unique_ptr<redis::Executor> executor = std::move(opened).value();
   auto* cluster = dynamic_cast<redis::ClusterExecutor*>(executor.get());
+  redis::ConnectionOptions single = options_;
+  if (cluster == nullptr && !options_.seeds.empty()) {
+    // One server named in a list: the node is the one that answered, not the first named.
+    Result<redis::ConnectionOptions> reached = redis::FirstReachable(options_, nullptr);
+    if (reached.ok()) single = std::move(reached).value();
+    single.seeds.clear();
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  single_options_ = std::move(single);
   if (cluster != nullptr) {
     // Kept for its slot map (and the connection it re-reads the map on).
     executor_ = std::move(executor);
@@ -266,8 +278,8 @@ ReaderNode& ReaderRedis::NodeLocked(const std::string& address) {
     OnBounced(address, std::move(commands), std::move(reads));
   };
   hooks.failed = [this, address] { OnNodeFailed(address); };
-  auto node = std::make_unique<ReaderNode>(cluster ? cluster_->NodeOptions(address) : options_,
-                                           cluster, std::move(hooks));
+  auto node = std::make_unique<ReaderNode>(
+      cluster ? cluster_->NodeOptions(address) : single_options_, cluster, std::move(hooks));
   node->Start();
   return *nodes_.emplace(address, std::move(node)).first->second;
 }
@@ -319,7 +331,14 @@ void ReaderRedis::OnBounced(const std::string& via, std::vector<NodeCommand> com
       DispatchLocked(std::move(item), r->target);
     };
     for (NodeCommand& c : commands) follow(c);
-    for (NodeRead& r : reads) follow(r);
+    for (NodeRead& r : reads) {
+      // Cancelled while it was out: not sent again (it would wait out its block elsewhere).
+      if (r.cancelled) {
+        failed.push_back({r.token, Nil()});
+        continue;
+      }
+      follow(r);
+    }
     if (refresh_requested_) cv_.notify_one();
   }
   Deliver(failed);

@@ -83,8 +83,10 @@ class ReaderRedis {
   // Starts the port's thread. Commands submitted before are sent then. Call at most once.
   void Start();
   // Cuts every connection and joins the threads; returns within about a round trip even with
-  // a read blocked. Outstanding Submits get no reply, later ones are dropped; `done` is not
-  // called once Stop() returned. Idempotent.
+  // a read blocked — unless the port's own thread is detecting the cluster or re-reading its
+  // slot map at that moment: then within that connect (or command) timeout per node it asks.
+  // Outstanding Submits get no reply, later ones are dropped; `done` is not called once Stop()
+  // returned. Idempotent.
   void Stop();
   // Queues one command of reader `token`. `config` gives the stream, group, consumer name and
   // dead-letter stream; the wire args are built here, so command.entry (kDeadLetter) need
@@ -98,7 +100,9 @@ class ReaderRedis {
   // `now` (an abandon: the reader must end at once, even if Redis or the network does not
   // answer): a blocked read it is part of is cut at the socket instead (that connection
   // reconnects for the next read); the other readers of that read are carried over to the
-  // next one, like after an unblock.
+  // next one, like after an unblock. A cancelled read that comes back redirected is answered
+  // kNil, not sent again; a Cancel that arrives while a redirected read is on its way between
+  // two nodes finds it nowhere, and that read is answered by its deadline.
   void Cancel(uint64_t token, bool now = false);
   // Summed over the nodes, plus the port's own thread.
   ReaderRedisStats Stats() const;
@@ -126,10 +130,11 @@ class ReaderRedis {
   std::atomic<bool> halted_{false};  // set by Stop(): no `done` from then on
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // held_, refresh_requested_, stopping_
-  bool started_ = false;        // guarded by mu_
-  bool stopping_ = false;       // guarded by mu_
-  Mode mode_ = Mode::kUnknown;  // guarded by mu_; set once by the port's thread
+  std::condition_variable cv_;               // held_, refresh_requested_, stopping_
+  bool started_ = false;                     // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+  Mode mode_ = Mode::kUnknown;               // guarded by mu_; set once by the port's thread
+  redis::ConnectionOptions single_options_;  // guarded by mu_: the server, in kSingle
   // The connection layer's executor: a cluster's slot map (thread-safe itself). Set once.
   std::unique_ptr<redis::Executor> executor_;
   redis::ClusterExecutor* cluster_ = nullptr;
@@ -146,7 +151,8 @@ class ReaderRedis {
   std::map<std::string, Clock::time_point> watched_;
   Clock::time_point next_watch_;
   bool retire_pending_ = false;  // guarded by mu_: a node to retire was busy at the last look
-  Clock::time_point next_open_;  // port's thread: no new attempt before
+  std::map<std::string, int> not_master_looks_;  // guarded by mu_: looks in a row
+  Clock::time_point next_open_;                  // port's thread: no new attempt before
   std::chrono::milliseconds open_backoff_{0};
   std::string open_error_;  // port's thread: the last failure to open
 

@@ -308,6 +308,53 @@ TEST_F(ReaderRedisTest, ACutReadKeepsItsReadersBlockTime) {
   EXPECT_LT(a.at - submitted, 6500ms) << "A blocked far past its block time";
 }
 
+// The server closes the idle live connection (CLIENT KILL, a timeout, a restart): the next
+// read goes out on a new connection, and the port learns that connection's CLIENT ID, so a
+// returning reader still cuts the blocked read short (with the old id the CLIENT UNBLOCK
+// found nobody, and the reader waited out the whole BLOCK — or, after a restart, could cut
+// an unrelated client's read).
+TEST_F(ReaderRedisTest, AnIdleLiveConnectionClosedByTheServerIsReplacedWithItsNewId) {
+  CreateGroup("A");
+  CreateGroup("B");
+  port_->Start();
+  port_->Submit(1, Config("A"), Live(50));
+  ASSERT_TRUE(Answered(1, 1, 5s, "a first short read"));
+  // The live connection is the client whose last command was XREADGROUP.
+  std::string live_id;
+  for (const std::string& line : OtherClients()) {
+    if (line.find("cmd=xreadgroup") == std::string::npos) continue;
+    live_id = line.substr(3, line.find(' ') - 3);
+  }
+  ASSERT_FALSE(live_id.empty()) << "no live connection in CLIENT LIST";
+  ASSERT_EQ(cli_->Run({"CLIENT", "KILL", "ID", live_id}).integer, 1);
+  port_->Submit(1, Config("A"), Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "A's read blocks on a new connection"));
+  const int64_t reads = port_->Stats().live_reads;
+  port_->Submit(2, Config("B"), Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return port_->Stats().live_reads == reads + 1 && Blocked(1); }, 5s,
+                      "B joins A in a new combined read within a round trip or so"))
+      << "unblocks " << port_->Stats().unblocks << ", live reads " << port_->Stats().live_reads;
+  EXPECT_EQ(port_->Stats().live_read_streams, 1 + 1 + 2) << "A alone, A alone, then A and B";
+}
+
+// One server named in a seed list whose first node is down: the port reads from the node that
+// answered (it used the first one named, and every command failed, for good).
+TEST_F(ReaderRedisTest, ASeedListNamingOneServerUsesTheNodeThatAnswered) {
+  Result<redis::RedisUrl> url = redis::ParseRedisUrl("redis://127.0.0.1:1," + redis_.Address());
+  ASSERT_TRUE(url.ok()) << url.error().message;
+  ReaderRedis port(
+      redis::ConnectionOptions::FromUrl(*url),
+      [this](uint64_t token, ReaderReply reply) { recorder_.Add(token + 100, std::move(reply)); });
+  port.Start();
+  ReaderCommand create;
+  create.kind = ReaderCommandKind::kCreateGroup;
+  port.Submit(1, Config("S"), create);
+  ASSERT_TRUE(Answered(101, 1, 5s, "the XGROUP CREATE answered"));
+  EXPECT_EQ(recorder_.Of(101)[0].reply.kind, ReaderReply::Kind::kOk)
+      << Describe(recorder_.Of(101)[0].reply);
+  port.Stop();
+}
+
 // Cancel of a read that is still queued: answered kNil at once, and never sent.
 TEST_F(ReaderRedisTest, CancelAnswersAQueuedReadWithoutSendingIt) {
   CreateGroup("A");

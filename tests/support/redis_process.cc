@@ -433,8 +433,21 @@ std::vector<size_t> Cluster3::Masters() {
 ::testing::AssertionResult Cluster3::ManualFailover(size_t node, milliseconds wait) {
   auto cli = nodes_[node]->Cli();
   if (!cli) return ::testing::AssertionFailure() << "cannot reach " << nodes_[node]->Address();
-  CliReply r = cli->Run({"CLUSTER", "FAILOVER"});
-  if (!r.ok()) return ::testing::AssertionFailure() << "CLUSTER FAILOVER: " << r.ToString();
+  // A manual failover that does not complete (its master did not answer in time, the replica
+  // was not known to it yet) is not retried by Redis: ask again every few seconds.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    CliReply r = cli->Run({"CLUSTER", "FAILOVER"});
+    if (!r.ok()) return ::testing::AssertionFailure() << "CLUSTER FAILOVER: " << r.ToString();
+    auto promoted = WaitFor(
+        [&] {
+          CliReply role = cli->Run({"ROLE"});
+          return !role.elements.empty() && role.elements[0].str == "master";
+        },
+        milliseconds(5000), nodes_[node]->Address() + " promoted by CLUSTER FAILOVER");
+    if (promoted) break;
+    if (std::chrono::steady_clock::now() >= deadline) return promoted;
+  }
   return WaitPromoted(node, wait);
 }
 
