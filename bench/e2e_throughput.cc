@@ -533,6 +533,46 @@ std::unique_ptr<rsc::Producer> StartProducer(const std::string& endpoint, const 
   return producer;
 }
 
+// Group g of `stream` with m shards and the bench's leases.
+void CreateGroup(int coordinator_port, const std::string& stream, int m) {
+  const int created = HttpPost(
+      coordinator_port, "/v1/groups",
+      fmt::format(
+          R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
+          R"("heartbeatIntervalMs":250,"memberLeaseMs":5000,"assignmentLeaseMs":4000,)"
+          R"("rebalanceTimeoutMs":10000,"routingLeaseMs":10000,"routingRefreshMs":1000}}}})",
+          stream, m));
+  if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
+}
+
+// n started consumers of group g of `stream`.
+std::vector<std::unique_ptr<rsc::Consumer>> StartConsumers(const std::string& endpoint,
+                                                           const std::string& stream,
+                                                           const std::string& redis_url, int n,
+                                                           const rsc::MessageHandler& handler) {
+  std::vector<std::unique_ptr<rsc::Consumer>> consumers;
+  for (int i = 0; i < n; ++i) {
+    rsc::ConsumerOptions o;
+    o.coordinator_endpoints = {endpoint};
+    o.stream = stream;
+    o.group = "g";
+    o.redis_url = redis_url;
+    o.block = milliseconds(250);  // only bounds idle reads (and how long a drain waits)
+    auto c = rsc::Consumer::Create(o, handler);
+    if (!c.ok()) Die(c.error().message);
+    consumers.push_back(std::move(c).value());
+    consumers.back()->Start();
+  }
+  return consumers;
+}
+
+// Stops them in parallel (each Stop drains and leaves).
+void StopAll(std::vector<std::unique_ptr<rsc::Consumer>>& consumers) {
+  std::vector<std::thread> stops;
+  for (auto& c : consumers) stops.emplace_back([&c] { c->Stop(); });
+  for (auto& th : stops) th.join();
+}
+
 Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cfg) {
   Row row;
   row.n = n;
@@ -543,14 +583,7 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
 
   // ── Library set-up: group, consumers (settled), producer ──
   const std::string stream = "e2e-" + cell;
-  const int created = HttpPost(
-      coordinator_port, "/v1/groups",
-      fmt::format(
-          R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
-          R"("heartbeatIntervalMs":250,"memberLeaseMs":5000,"assignmentLeaseMs":4000,)"
-          R"("rebalanceTimeoutMs":10000,"routingLeaseMs":10000,"routingRefreshMs":1000}}}})",
-          stream, m));
-  if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
+  CreateGroup(coordinator_port, stream, m);
   const std::string endpoint = fmt::format("127.0.0.1:{}", coordinator_port);
   const std::string redis_url = fmt::format("redis://127.0.0.1:{}", redis_port);
 
@@ -579,19 +612,8 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
     phases[static_cast<size_t>(seq / k)]->Deliver(seq, ParseInt(t_text));
     return rsc::HandlerResult::Ok();
   };
-  std::vector<std::unique_ptr<rsc::Consumer>> consumers;
-  for (int i = 0; i < n; ++i) {
-    rsc::ConsumerOptions o;
-    o.coordinator_endpoints = {endpoint};
-    o.stream = stream;
-    o.group = "g";
-    o.redis_url = redis_url;
-    o.block = milliseconds(250);  // only bounds idle reads (and how long a drain waits)
-    auto c = rsc::Consumer::Create(o, handler);
-    if (!c.ok()) Die(c.error().message);
-    consumers.push_back(std::move(c).value());
-    consumers.back()->Start();
-  }
+  std::vector<std::unique_ptr<rsc::Consumer>> consumers =
+      StartConsumers(endpoint, stream, redis_url, n, handler);
   std::unique_ptr<rsc::Producer> producer = StartProducer(endpoint, stream, redis_url, limit);
   if (!WaitUntil([&] { return Settled(consumers, m); }, limit)) {
     Die(fmt::format("{} consumers did not settle on {} shards", n, m));
@@ -663,9 +685,7 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
 
   // Leave in parallel (each Stop drains and leaves), then count what arrived twice.
   producer->Close();
-  std::vector<std::thread> stops;
-  for (auto& c : consumers) stops.emplace_back([&c] { c->Stop(); });
-  for (auto& th : stops) th.join();
+  StopAll(consumers);
   for (auto& c : consumers) row.claimed += c->Status().messages_claimed;
   for (const auto& phase : phases) row.redeliveries += phase->redeliveries();
   consumers.clear();
@@ -717,14 +737,7 @@ LiveFigures LiveRun(int coordinator_port, const std::string& redis_url, const st
                     int n, int m, const Config& cfg) {
   const milliseconds limit(static_cast<int64_t>(cfg.seconds * 1000));
   const int64_t k = cfg.messages;
-  const int created = HttpPost(
-      coordinator_port, "/v1/groups",
-      fmt::format(
-          R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
-          R"("heartbeatIntervalMs":250,"memberLeaseMs":5000,"assignmentLeaseMs":4000,)"
-          R"("rebalanceTimeoutMs":10000,"routingLeaseMs":10000,"routingRefreshMs":1000}}}})",
-          stream, m));
-  if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
+  CreateGroup(coordinator_port, stream, m);
   const std::string endpoint = fmt::format("127.0.0.1:{}", coordinator_port);
   std::vector<std::unique_ptr<Phase>> phases;
   for (int r = 0; r < cfg.repeat; ++r) phases.push_back(std::make_unique<Phase>(r * k, k));
@@ -740,19 +753,8 @@ LiveFigures LiveRun(int coordinator_port, const std::string& redis_url, const st
     phases[static_cast<size_t>(seq / k)]->Deliver(seq, t);
     return rsc::HandlerResult::Ok();
   };
-  std::vector<std::unique_ptr<rsc::Consumer>> consumers;
-  for (int i = 0; i < n; ++i) {
-    rsc::ConsumerOptions o;
-    o.coordinator_endpoints = {endpoint};
-    o.stream = stream;
-    o.group = "g";
-    o.redis_url = redis_url;
-    o.block = milliseconds(250);
-    auto c = rsc::Consumer::Create(o, handler);
-    if (!c.ok()) Die(c.error().message);
-    consumers.push_back(std::move(c).value());
-    consumers.back()->Start();
-  }
+  std::vector<std::unique_ptr<rsc::Consumer>> consumers =
+      StartConsumers(endpoint, stream, redis_url, n, handler);
   std::unique_ptr<rsc::Producer> producer = StartProducer(endpoint, stream, redis_url, limit);
   if (!WaitUntil([&] { return Settled(consumers, m); }, limit)) {
     Die(fmt::format("{} consumers did not settle on {} shards ({})", n, m, redis_url));
@@ -771,9 +773,7 @@ LiveFigures LiveRun(int coordinator_port, const std::string& redis_url, const st
     p99.push_back(live.LatencyMs(0.99));
   }
   producer->Close();
-  std::vector<std::thread> stops;
-  for (auto& c : consumers) stops.emplace_back([&c] { c->Stop(); });
-  for (auto& th : stops) th.join();
+  StopAll(consumers);
   return {Median(e2e), Median(p50), Median(p99)};
 }
 
