@@ -54,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   if (auto r = ParseCreateGroupRequest(in); r.ok()) {
     RSC_CHECK(IsValidStreamName(r->stream) && IsValidGroupName(r->group));
-    RSC_CHECK(r->shard_count >= 1 && r->shard_count <= kMaxShardCount);
+    // 0: not given, the group adopts its stream's layout (SPEC D3).
+    RSC_CHECK(r->shard_count >= 0 && r->shard_count <= kMaxShardCount);
     RSC_CHECK(ValidateConfig(r->config).ok());
     auto again = ParseCreateGroupRequest(SerializeCreateGroupRequest(*r));
     RSC_CHECK(again.ok() && again->stream == r->stream && again->group == r->group &&

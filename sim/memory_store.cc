@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "core/codec.h"
+#include "core/layout_codec.h"
 
 namespace rsc::sim {
 
@@ -222,6 +223,55 @@ Status MemoryStore::Unlock(const GroupKey& key, const std::string& token) {
   auto it = locks_.find(key.Tag());
   if (it != locks_.end() && it->second.token == token) locks_.erase(it);
   return OkStatus();
+}
+
+// As redis_store.cc: HMGET of the three fields, checked by DecodeLayoutHash.
+Result<std::optional<StoredLayout>> MemoryStore::LoadLayout(const std::string& stream) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  auto it = data_.layouts.find(stream);
+  if (it == data_.layouts.end()) return std::optional<StoredLayout>{};
+  auto field = [&](const char* name) -> std::optional<std::string> {
+    auto f = it->second.fields.find(name);
+    if (f == it->second.fields.end()) return std::nullopt;
+    return f->second;
+  };
+  RSC_ASSIGN_OR_RETURN(StoredLayout l, DecodeLayoutHash(stream, {field("layout"), field("revision"),
+                                                                 field("schemaVersion")}));
+  return std::optional<StoredLayout>{std::move(l)};
+}
+
+// As lua/layout_cas.lua.
+Result<CasOutcome> MemoryStore::CompareAndSetLayout(const std::string& stream,
+                                                    StoreRevision expected, const Layout& next,
+                                                    TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  RSC_CHECK(next.stream == stream);
+  int64_t rev = 0;
+  auto it = data_.layouts.find(stream);
+  if (it != data_.layouts.end()) {
+    auto f = it->second.fields.find("revision");
+    if (f == it->second.fields.end()) {
+      return MakeError(ErrorCode::kMetadataUnreadable,
+                       fmt::format("layout compare-and-set of stream '{}': layout hash has no "
+                                   "revision field",
+                                   stream));
+    }
+    char* end = nullptr;
+    rev = std::strtoll(f->second.c_str(), &end, 10);
+    if (f->second.empty() || *end != '\0' || rev < 1) {
+      return MakeError(ErrorCode::kMetadataUnreadable,
+                       fmt::format("layout compare-and-set of stream '{}': layout revision field "
+                                   "is not a positive integer",
+                                   stream));
+    }
+  }
+  if (rev != expected.value()) return CasOutcome{false, StoreRevision(rev)};
+  Hash& h = data_.layouts[stream];
+  h.fields["layout"] = EncodeLayout(next);
+  h.fields["revision"] = std::to_string(rev + 1);
+  h.fields["schemaVersion"] = std::to_string(kLayoutSchemaVersion);
+  h.fields["updatedAt"] = std::to_string(now_ms);
+  return CasOutcome{true, StoreRevision(rev + 1)};
 }
 
 }  // namespace rsc::sim

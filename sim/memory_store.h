@@ -36,6 +36,9 @@ class MemoryStore : public MetadataStore {
   Result<std::optional<std::string>> Lock(const GroupKey& key, std::chrono::milliseconds ttl,
                                           std::chrono::milliseconds wait) override;
   Status Unlock(const GroupKey& key, const std::string& token) override;
+  Result<std::optional<StoredLayout>> LoadLayout(const std::string& stream) override;
+  Result<CasOutcome> CompareAndSetLayout(const std::string& stream, StoreRevision expected,
+                                         const Layout& next, TimeMs now_ms) override;
 
   // ── Fault injection (what an operator, a failover or a restore can do to Redis) ──
   struct Hash {
@@ -45,6 +48,7 @@ class MemoryStore : public MetadataStore {
     std::map<std::string, Hash> hashes;                         // by group tag
     std::map<std::string, std::map<std::string, TimeMs>> live;  // by group tag
     std::set<std::string> index;                                // "P:G"
+    std::map<std::string, Hash> layouts;                        // by stream (SPEC D1)
   };
   // The whole dataset (a snapshot to roll back to, or to inspect).
   const Data& data() const { return data_; }
@@ -52,6 +56,12 @@ class MemoryStore : public MetadataStore {
   // HSET-like raw edit / DEL of the metadata hash.
   void SetField(const GroupKey& key, const std::string& field, const std::string& value);
   void DeleteHash(const GroupKey& key);
+  // The same for a stream's layout hash.
+  void SetLayoutField(const std::string& stream, const std::string& field,
+                      const std::string& value) {
+    data_.layouts[stream].fields[field] = value;
+  }
+  void DeleteLayout(const std::string& stream) { data_.layouts.erase(stream); }
   // The mutex key vanishes (expiry under a paused process, failover, FLUSH).
   void DropLock(const GroupKey& key) { locks_.erase(key.Tag()); }
   // The mutex keys with their absolute expiry (the simulator replicates, snapshots and

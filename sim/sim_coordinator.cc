@@ -122,6 +122,14 @@ class SimCoordinator::Store : public MetadataStore {
   Result<Liveness> LoadAllLiveness(const GroupKey& key) override {
     return Call<Liveness>([&] { return redis().LoadAllLiveness(key); }, false);
   }
+  Result<std::optional<StoredLayout>> LoadLayout(const std::string& stream) override {
+    return Call<std::optional<StoredLayout>>([&] { return redis().LoadLayout(stream); }, false);
+  }
+  Result<CasOutcome> CompareAndSetLayout(const std::string& stream, StoreRevision expected,
+                                         const Layout& next, TimeMs now_ms) override {
+    return Call<CasOutcome>(
+        [&] { return redis().CompareAndSetLayout(stream, expected, next, now_ms); }, true);
+  }
 
   // SET NX PX, polled with a short jittered backoff until `wait` (like RedisStore::Lock).
   Result<std::optional<std::string>> Lock(const GroupKey& key, std::chrono::milliseconds ttl,

@@ -174,6 +174,19 @@ Result<StoreRevision> SimRedis::Create(const std::string& proc, const GroupMetad
   return r;
 }
 
+Result<std::optional<StoredLayout>> SimRedis::LoadLayout(const std::string& stream) {
+  RSC_RETURN_IF_ERROR(Up());
+  return primary_.LoadLayout(stream);
+}
+
+Result<CasOutcome> SimRedis::CompareAndSetLayout(const std::string& stream, StoreRevision expected,
+                                                 const Layout& next, TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(Up());
+  auto r = primary_.CompareAndSetLayout(stream, expected, next, now_ms);
+  if (r.ok() && r->applied) ReplicateMeta();
+  return r;
+}
+
 Result<StoreRevision> SimRedis::Restore(const std::string& proc, const GroupMetadata& meta,
                                         TimeMs now_ms) {
   RSC_RETURN_IF_ERROR(Up());

@@ -69,6 +69,9 @@ class SimRedis {
   Status Delete(const GroupKey& key, StoreRevision expected);
   Result<std::vector<GroupKey>> ListGroups();
   Result<Liveness> LoadAllLiveness(const GroupKey& key);
+  Result<std::optional<StoredLayout>> LoadLayout(const std::string& stream);
+  Result<CasOutcome> CompareAndSetLayout(const std::string& stream, StoreRevision expected,
+                                         const Layout& next, TimeMs now_ms);
   // SET NX PX: the token, or nullopt when held. `proc` is remembered until Unlock (or
   // EndSection) so an expiry under a holder that is still inside can be reported.
   Result<std::optional<std::string>> TryLock(const std::string& proc, const GroupKey& key,

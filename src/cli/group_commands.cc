@@ -86,7 +86,8 @@ void AddCreate(CLI::App& app, Command* selected) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("create", "Create a group (POST /v1/groups)");
   o->g.Add(cmd);
-  cmd->add_option("--shards", o->shards, "Shard count (1..4096)")->required();
+  cmd->add_option("--shards", o->shards,
+                  "Shard count (1..4096); required for a new stream, else the stream's");
   o->config.Add(cmd);
   OnSelect(cmd, selected, [o](Context& ctx) {
     CreateGroupRequest req;
@@ -129,6 +130,29 @@ void AddDescribe(CLI::App& app, Command* selected) {
     CallOutcome call = ctx.admin->Call("GET", GroupPath(o->stream, o->group), "", Replay::kSafe);
     if (!call.ok()) return Fail(ctx, call);
     return PrintView(ctx, call, "");
+  });
+}
+
+void AddStream(CLI::App& app, Command* selected) {
+  auto stream = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("stream", "Show a stream's layout: groups, generations");
+  cmd->add_option("STREAM", *stream, "Stream prefix P")->required();
+  OnSelect(cmd, selected, [stream](Context& ctx) {
+    CallOutcome call =
+        ctx.admin->Call("GET", "/v1/streams/" + EncodePathSegment(*stream), "", Replay::kSafe);
+    if (!call.ok()) return Fail(ctx, call);
+    if (ctx.json) {
+      Println(ctx, call.body);
+      return static_cast<int>(kExitOk);
+    }
+    Result<StreamView> view = ParseStreamView(call.body);
+    if (!view.ok()) {
+      *ctx.err << "rsc: malformed stream view from " << call.endpoint << ": "
+               << view.error().message << "\n";
+      return static_cast<int>(kExitServerError);
+    }
+    *ctx.out << FormatStreamView(*view);
+    return static_cast<int>(kExitOk);
   });
 }
 
@@ -268,6 +292,7 @@ void AddGroupCommands(CLI::App& app, Command* selected) {
   AddCreate(app, selected);
   AddList(app, selected);
   AddDescribe(app, selected);
+  AddStream(app, selected);
   AddReshard(app, selected);
   AddConfig(app, selected);
   AddDelete(app, selected);

@@ -112,6 +112,29 @@ std::string FormatGroupView(const GroupView& v) {
   return out;
 }
 
+std::string FormatStreamView(const StreamView& view) {
+  const Layout& l = view.layout;
+  std::string groups;
+  for (const std::string& g : l.groups) groups += (groups.empty() ? "" : ", ") + g;
+  Table head;
+  head.AddRow({"stream:", l.stream});
+  head.AddRow({"revision:", std::to_string(view.revision)});
+  head.AddRow({"version:", std::to_string(l.version)});
+  head.AddRow({"groups:", groups.empty() ? "none" : groups});
+  head.AddRow({"routing:", "routingLeaseMs=" + std::to_string(l.routing_lease_ms) +
+                               " routingRefreshMs=" + std::to_string(l.routing_refresh_ms)});
+  Table gens({"GENERATION", "STATE", "SHARDS", "IDS", "KEYS"});
+  for (const Generation& g : l.generations) {
+    std::vector<int32_t> ids;
+    for (const LayoutShard& s : g.shards) ids.push_back(s.id);
+    std::string keys = g.shards.front().stream;
+    if (g.shards.size() > 1) keys += " … " + g.shards.back().stream;
+    gens.AddRow({std::to_string(g.generation), std::string(GenerationStateName(g.state)),
+                 std::to_string(g.shards.size()), FormatShardSet(ids), keys});
+  }
+  return head.Render() + "\n" + gens.Render();
+}
+
 std::string FormatGroupList(const std::vector<GroupKey>& groups) {
   if (groups.empty()) return "no groups\n";
   Table t({"STREAM", "GROUP"});

@@ -20,6 +20,9 @@ std::string FormatLeaseMs(int64_t ms);
 // the members table and the shards table (owner, and the target while a shard moves).
 std::string FormatGroupView(const GroupView& view);
 
+// The stream's layout (GET /v1/streams/{P}): a header and one row per generation.
+std::string FormatStreamView(const StreamView& view);
+
 // One line per group: "STREAM  GROUP".
 std::string FormatGroupList(const std::vector<GroupKey>& groups);
 

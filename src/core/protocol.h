@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/metadata.h"
 
 namespace rsc {
@@ -131,6 +132,12 @@ struct GroupView {
   std::optional<CorrectionRound> correction_round;
   std::vector<RoutingShard> shards;
   std::vector<TakenShardView> taken_shards;  // "takenShards", omitted when empty
+};
+
+// GET /v1/streams/{P} (SPEC D4): the stream's layout and the revision of its hash.
+struct StreamView {
+  int64_t revision = 0;
+  Layout layout;
 };
 
 // Name rules of SPEC R2.4, and no name made only of dots: names are URL path segments, and

@@ -10,6 +10,8 @@
 #include <limits>
 #include <utility>
 
+#include "core/layout_codec.h"
+
 namespace rsc {
 namespace json = boost::json;
 namespace {
@@ -608,8 +610,9 @@ Result<CreateGroupRequest> ParseCreateGroupRequest(std::string_view body) {
                          .value_or("");
         req.group =
             r.String(o, "group", "", true, IsValidGroupName, "[A-Za-z0-9._-]{1,128}").value_or("");
+        // Optional: absent (0) adopts the stream's layout; a new stream needs it (SPEC D3).
         req.shard_count =
-            static_cast<int32_t>(r.Int(o, "shardCount", "", 1, kMaxShardCount, true).value_or(0));
+            static_cast<int32_t>(r.Int(o, "shardCount", "", 1, kMaxShardCount, false).value_or(0));
         if (const json::value* c = r.Find(o, "config", "", false)) {
           req.config = ReadConfigPatch(r, *c, "config").ApplyTo(GroupConfig{});
         }
@@ -620,10 +623,10 @@ Result<CreateGroupRequest> ParseCreateGroupRequest(std::string_view body) {
 }
 
 std::string SerializeCreateGroupRequest(const CreateGroupRequest& req) {
-  return Serialize(json::object{{"stream", req.stream},
-                                {"group", req.group},
-                                {"shardCount", req.shard_count},
-                                {"config", ConfigObject(req.config)}});
+  json::object o{{"stream", req.stream}, {"group", req.group}};
+  if (req.shard_count != 0) o["shardCount"] = req.shard_count;  // 0: adopt the stream's
+  o["config"] = ConfigObject(req.config);
+  return Serialize(o);
 }
 
 Result<PatchGroupBody> ParsePatchGroupBody(std::string_view body) {
@@ -830,6 +833,25 @@ std::string SerializeGroupList(const std::vector<GroupKey>& groups) {
   for (const GroupKey& k : groups)
     a.push_back(json::object{{"stream", k.stream}, {"group", k.group}});
   return Serialize(json::object{{"groups", std::move(a)}});
+}
+
+std::string SerializeStreamView(const StreamView& view) {
+  json::value v = LayoutToJson(view.layout);
+  v.as_object()["revision"] = view.revision;
+  return Serialize(v);
+}
+
+Result<StreamView> ParseStreamView(std::string_view body) {
+  // The layout's own strict decoder reads the view (the extra "revision" is ignored by it).
+  auto layout = DecodeLayout(body);
+  if (!layout.ok())
+    return MakeError(ErrorCode::kInternal, "stream view: " + layout.error().message);
+  auto doc = ParseDocument(body, ErrorCode::kInternal);
+  if (!doc.ok()) return doc.error();
+  Reader r(ErrorCode::kInternal);
+  const int64_t revision = r.Int(doc->get_object(), "revision", "", 1, kInt64Max, true).value_or(0);
+  if (!r.ok()) return r.error();
+  return StreamView{revision, std::move(*layout)};
 }
 
 Result<std::vector<GroupKey>> ParseGroupList(std::string_view body) {

@@ -109,6 +109,9 @@ Result<GroupView> ParseGroupView(std::string_view body);
 
 // GET /v1/groups: {"groups": [{"stream": P, "group": G}, ...]}.
 std::string SerializeGroupList(const std::vector<GroupKey>& groups);
+// GET /v1/streams/{P}: the layout's fields (layout_codec.h) plus "revision".
+std::string SerializeStreamView(const StreamView& view);
+Result<StreamView> ParseStreamView(std::string_view body);
 Result<std::vector<GroupKey>> ParseGroupList(std::string_view body);
 
 // DELETE /v1/groups/{P}/{G}: {"stream": P, "group": G, "deleted": true}.

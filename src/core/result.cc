@@ -12,6 +12,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "NOT_FOUND";
     case ErrorCode::kGroupNotFound:
       return "GROUP_NOT_FOUND";
+    case ErrorCode::kStreamNotFound:
+      return "STREAM_NOT_FOUND";
     case ErrorCode::kMethodNotAllowed:
       return "METHOD_NOT_ALLOWED";
     case ErrorCode::kFencedMemberEpoch:
@@ -22,6 +24,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "GROUP_EXISTS";
     case ErrorCode::kRevisionConflict:
       return "REVISION_CONFLICT";
+    case ErrorCode::kLayoutMismatch:
+      return "LAYOUT_MISMATCH";
     case ErrorCode::kPayloadTooLarge:
       return "PAYLOAD_TOO_LARGE";
     case ErrorCode::kRequestTimeout:
@@ -52,6 +56,7 @@ int HttpStatus(ErrorCode code) {
       return 401;
     case ErrorCode::kNotFound:
     case ErrorCode::kGroupNotFound:
+    case ErrorCode::kStreamNotFound:
       return 404;
     case ErrorCode::kMethodNotAllowed:
       return 405;
@@ -59,6 +64,7 @@ int HttpStatus(ErrorCode code) {
     case ErrorCode::kUnknownMemberId:
     case ErrorCode::kGroupExists:
     case ErrorCode::kRevisionConflict:
+    case ErrorCode::kLayoutMismatch:
       return 409;
     case ErrorCode::kPayloadTooLarge:
       return 413;

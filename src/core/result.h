@@ -17,11 +17,13 @@ enum class ErrorCode {
   kUnauthorized,            // 401: admin token missing/wrong
   kNotFound,                // 404: no such route
   kGroupNotFound,           // 404: group never existed (or key lost and not indexed)
+  kStreamNotFound,          // 404: the stream has no layout and no groups
   kMethodNotAllowed,        // 405
   kFencedMemberEpoch,       // 409: zombie; drop all shards, rejoin
   kUnknownMemberId,         // 409: expired/removed; drop all shards, rejoin
   kGroupExists,             // 409: create on an existing group
   kRevisionConflict,        // 409: admin expectedRevision mismatch (I4)
+  kLayoutMismatch,          // 409: the request contradicts the stream's layout (D3)
   kPayloadTooLarge,         // 413
   kRequestTimeout,          // 408: the body did not arrive in time; nothing was processed
   kInternal,                // 500: a bug; logged

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/liveness.h"
 #include "core/metadata.h"
 #include "core/result.h"
@@ -74,6 +75,17 @@ class MetadataStore {
                                                   std::chrono::milliseconds ttl,
                                                   std::chrono::milliseconds wait) = 0;
   virtual Status Unlock(const GroupKey& key, const std::string& token) = 0;
+
+  // The layout of stream `stream` (SPEC D1): nullopt when the stream has none yet (a v1
+  // stream, or no group was ever created on it). Errors: METADATA_UNREADABLE (unknown
+  // schemaVersion, corrupt JSON, broken invariants, a layout of another stream),
+  // REDIS_UNAVAILABLE.
+  virtual Result<std::optional<StoredLayout>> LoadLayout(const std::string& stream) = 0;
+  // Writes `next` if the stored revision equals `expected` (0: only if no layout exists).
+  // `applied` false = conflict, with the stored revision (0: none). Errors as for
+  // CompareAndSet.
+  virtual Result<CasOutcome> CompareAndSetLayout(const std::string& stream, StoreRevision expected,
+                                                 const Layout& next, TimeMs now_ms) = 0;
 };
 
 }  // namespace rsc

@@ -16,6 +16,10 @@ std::string LockKey(const GroupKey& key) {
   return fmt::format("{}{{{}}}:lock", kKeyPrefix, key.Tag());
 }
 
+std::string LayoutKey(const std::string& stream) {
+  return fmt::format("{}{{{}}}:layout", kKeyPrefix, stream);
+}
+
 std::optional<GroupKey> ParseIndexMember(std::string_view member) {
   size_t colon = member.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == member.size()) {

@@ -23,6 +23,10 @@ std::string LivenessKey(const GroupKey& key);
 // redis-stream:coord:{P:G}:lock — the group mutex (SET NX PX).
 std::string LockKey(const GroupKey& key);
 
+// redis-stream:coord:{P}:layout — a stream's layout hash (SPEC D1; the one key tagged by
+// the stream alone).
+std::string LayoutKey(const std::string& stream);
+
 // "P:G" as stored in the index set. G never contains ':' (R2.4), so the split is at the
 // last ':'; P may contain ':'. Returns nullopt for anything that is not such a pair.
 std::optional<GroupKey> ParseIndexMember(std::string_view member);

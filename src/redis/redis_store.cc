@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/codec.h"
+#include "core/layout_codec.h"
 #include "redis/cluster.h"
 #include "redis/keys.h"
 #include "redis/lua_scripts.h"
@@ -38,6 +39,10 @@ const LuaScript& RestoreScript() {
 }
 const LuaScript& DeleteScript() {
   static const LuaScript s("delete", lua::kDelete);
+  return s;
+}
+const LuaScript& LayoutCasScript() {
+  static const LuaScript s("layout_cas", lua::kLayoutCas);
   return s;
 }
 const LuaScript& UnlockScript() {
@@ -541,6 +546,51 @@ Status RedisStore::Unlock(const GroupKey& key, const std::string& token) {
     spdlog::debug("redis store: mutex of {} was no longer ours at unlock (expired)", key.Tag());
   }
   return OkStatus();
+}
+
+Result<std::optional<StoredLayout>> RedisStore::LoadLayout(const std::string& stream) {
+  const std::string key = LayoutKey(stream);
+  auto reply = RunChecked(key, {"HMGET", key, "layout", "revision", "schemaVersion"},
+                          CommandKind::kRead, fmt::format("layout load of stream '{}'", stream));
+  if (!reply.ok()) return reply.error();
+  const std::vector<Reply>& f = reply->elements;
+  if (!reply->IsArray() || f.size() != 3) return Unexpected("HMGET", *reply);
+  if (f[0].IsNil() && f[1].IsNil() && f[2].IsNil()) {
+    // HMGET cannot tell an absent key from a hash without these fields.
+    auto exists = RunChecked(key, {"EXISTS", key}, CommandKind::kRead, "layout check");
+    if (!exists.ok()) return exists.error();
+    if (exists->integer == 0) return std::optional<StoredLayout>{};
+  }
+  auto field = [](const Reply& r) {
+    return r.IsNil() ? std::nullopt : std::optional<std::string>(r.str);
+  };
+  Result<StoredLayout> l = DecodeLayoutHash(stream, {field(f[0]), field(f[1]), field(f[2])});
+  if (!l.ok()) {
+    stats_.metadata_unreadable.fetch_add(1, std::memory_order_relaxed);
+    return l.error();
+  }
+  return std::optional<StoredLayout>{std::move(*l)};
+}
+
+Result<CasOutcome> RedisStore::CompareAndSetLayout(const std::string& stream,
+                                                   StoreRevision expected, const Layout& next,
+                                                   TimeMs now_ms) {
+  RSC_CHECK(next.stream == stream);
+  auto reply = Eval(LayoutCasScript(), {LayoutKey(stream)},
+                    {std::to_string(expected.value()), EncodeLayout(next),
+                     std::to_string(kLayoutSchemaVersion), std::to_string(now_ms)},
+                    CommandKind::kWrite);
+  if (!reply.ok()) return reply.error();
+  if (reply->IsError()) {
+    return ReplyError(*reply, fmt::format("layout compare-and-set of stream '{}'", stream));
+  }
+  if (!reply->IsArray() || reply->elements.size() != 2 || !reply->elements[0].IsInteger() ||
+      !reply->elements[1].IsInteger()) {
+    return Unexpected("layout_cas", *reply);
+  }
+  const bool applied = reply->elements[0].integer == 1;
+  if (!applied) stats_.revision_conflicts.fetch_add(1, std::memory_order_relaxed);
+  return CasOutcome{applied, StoreRevision(reply->elements[1].integer)};
 }
 
 Result<std::vector<GroupKey>> RedisStore::RebuildIndex() {

@@ -13,6 +13,9 @@
 //   zset   redis-stream:coord:{P:G}:liveness   member id -> heartbeat deadline (ms)
 //   string redis-stream:coord:{P:G}:lock       mutex token, SET NX PX (R2.7)
 //   set    redis-stream:coord:groups           index of "P:G" (auxiliary, R2.2)
+// and per stream P (SPEC D1), tagged {P}:
+//   hash   redis-stream:coord:{P}:layout       layout (JSON, core/layout_codec.h),
+//                                               revision, schemaVersion, updatedAt
 // No key ever gets a TTL except the mutex (R2.3).
 //
 // Every read-modify-write of a group is one Lua script (lua/*.lua) run by EVALSHA, so a
@@ -94,6 +97,9 @@ class RedisStore : public MetadataStore {
   Result<std::optional<std::string>> Lock(const GroupKey& key, std::chrono::milliseconds ttl,
                                           std::chrono::milliseconds wait) override;
   Status Unlock(const GroupKey& key, const std::string& token) override;
+  Result<std::optional<StoredLayout>> LoadLayout(const std::string& stream) override;
+  Result<CasOutcome> CompareAndSetLayout(const std::string& stream, StoreRevision expected,
+                                         const Layout& next, TimeMs now_ms) override;
 
   // Rebuilds the index from a SCAN of every master for metadata hashes (R2.2): adds the
   // groups found, removes entries whose hash does not exist. Returns the groups found.

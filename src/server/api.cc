@@ -248,6 +248,11 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeGroupView(*v));
     }
+    case Route::kDescribeStream: {
+      auto v = api_.DescribeStream(m.key.stream);
+      if (!v.ok()) return Outcome::Fail(v.error());
+      return Outcome::Ok(200, SerializeStreamView(*v));
+    }
     case Route::kHealthz:
       return Outcome::Ok(200, R"({"status":"ok"})");
     case Route::kReadyz: {

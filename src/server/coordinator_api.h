@@ -37,6 +37,10 @@ class CoordinatorApi {
   virtual Result<std::string> ExportGroup(const GroupKey& key) = 0;
   // POST /v1/groups/restore with an export document
   virtual Result<GroupView> RestoreGroup(std::string_view export_json) = 0;
+  // GET /v1/streams/{P} (SPEC D4). The default answers 404 (test doubles).
+  virtual Result<StreamView> DescribeStream(const std::string& stream) {
+    return MakeError(ErrorCode::kStreamNotFound, "stream '" + stream + "' not found");
+  }
   // /readyz: Redis reachable and compatible (not terminating is checked by the server).
   virtual Status Ready() = 0;
 };

@@ -14,6 +14,7 @@ GroupService::GroupService(MetadataStore& store, Clock& clock, TokenSource& toke
                            ServiceObserver& observer, GroupServiceOptions options,
                            std::function<Status()> ready_probe)
     : store_(store),
+      layouts_(store, clock, tokens),
       decide_(options.decider != nullptr ? *options.decider : Decider::Real()),
       clock_(clock),
       tokens_(tokens),
@@ -267,8 +268,21 @@ Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
       }
     }
   }
-  RSC_ASSIGN_OR_RETURN(GroupMetadata meta,
-                       DecideCreate(req, Env{now, tokens_.NewToken(), tokens_.NewToken()}, over));
+  // D3: the group is registered in its stream's layout before its key exists, and takes
+  // the layout's shard count. Bad names, counts and configs are refused before that.
+  CreateGroupRequest create = req;
+  if (IsValidStreamName(req.stream) && IsValidGroupName(req.group)) {
+    if (req.shard_count < 0 || req.shard_count > kMaxShards) {
+      return MakeError(ErrorCode::kInvalidRequest,
+                       fmt::format("shardCount must be between 1 and {}", kMaxShards));
+    }
+    RSC_RETURN_IF_ERROR(ValidateConfig(req.config));
+    RSC_ASSIGN_OR_RETURN(create.shard_count,
+                         layouts_.AddGroup(req.stream, req.group, req.shard_count, req.config));
+  }
+  RSC_ASSIGN_OR_RETURN(
+      GroupMetadata meta,
+      DecideCreate(create, Env{now, tokens_.NewToken(), tokens_.NewToken()}, over));
   RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Create(meta, now));
   if (meta.round) {
     observer_.OnEvents(meta.key,
@@ -292,6 +306,21 @@ Result<GroupView> GroupService::DescribeGroup(const GroupKey& key) {
 }
 
 Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroupRequest& req) {
+  if (req.shard_count) {
+    // The layout first: it refuses growing one group of a shared stream (LAYOUT_MISMATCH),
+    // whose other groups would never read the new shards. A stale expectedRevision is
+    // refused before the layout is touched; one that goes stale between this look and the
+    // group's write leaves the layout grown and the group not, and the retried patch grows
+    // the group (the layout then has nothing to change).
+    auto loaded = store_.Load(key, clock_.NowMs());
+    if (!loaded.ok()) return loaded.error();
+    if (loaded->revision.value() != req.expected_revision) {
+      return MakeError(ErrorCode::kRevisionConflict,
+                       fmt::format("expectedRevision {} but the stored revision is {}",
+                                   req.expected_revision, loaded->revision.value()));
+    }
+    RSC_RETURN_IF_ERROR(layouts_.GrowGeneration0(key.stream, key.group, *req.shard_count));
+  }
   StoreRevision rev;
   bool revision_mismatch = false;
   auto r = Mutate<GroupView>(
@@ -317,7 +346,13 @@ Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroup
 Status GroupService::DeleteGroup(const GroupKey& key, int64_t expected_revision) {
   std::shared_ptr<std::mutex> monitor = MonitorFor(key);
   std::lock_guard<std::mutex> local(*monitor);
-  return store_.Delete(key, StoreRevision(expected_revision));
+  RSC_RETURN_IF_ERROR(store_.Delete(key, StoreRevision(expected_revision)));
+  // After the key is gone (D1). If this fails the layout keeps listing the group, which
+  // is harmless until resharding waits on it; a create of the same name reuses the entry.
+  if (Status s = layouts_.RemoveGroup(key.stream, key.group); !s.ok()) {
+    observer_.OnLoadError(key, s.error());
+  }
+  return OkStatus();
 }
 
 Result<GroupView> GroupService::FenceMember(const GroupKey& key, const MemberId& member) {
@@ -342,6 +377,10 @@ Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
   const TimeMs now = clock_.NowMs();
   RSC_ASSIGN_OR_RETURN(GroupMetadata meta,
                        DecideRestore(doc.meta, Env{now, tokens_.NewToken(), tokens_.NewToken()}));
+  // D3: a restored group is one of its stream's groups like a created one (registered
+  // first, and only with the stream's shard count).
+  RSC_RETURN_IF_ERROR(
+      layouts_.AddGroup(meta.key.stream, meta.key.group, meta.shard_count, meta.config));
   std::shared_ptr<std::mutex> monitor = MonitorFor(meta.key);
   std::lock_guard<std::mutex> local(*monitor);
   RSC_ASSIGN_OR_RETURN(auto token, store_.Lock(meta.key, options_.lock_ttl, options_.lock_wait));
@@ -365,6 +404,15 @@ Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
     }
   }
   return MakeGroupView(meta, rev, live, now);
+}
+
+Result<StreamView> GroupService::DescribeStream(const std::string& stream) {
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, layouts_.Load(stream));
+  if (!stored) {
+    return MakeError(ErrorCode::kStreamNotFound,
+                     fmt::format("stream '{}' has no layout and no groups", stream));
+  }
+  return StreamView{stored->revision.value(), std::move(stored->layout)};
 }
 
 Status GroupService::Ready() { return ready_probe_ ? ready_probe_() : OkStatus(); }

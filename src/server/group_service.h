@@ -21,6 +21,7 @@
 #include "core/decide.h"
 #include "core/store.h"
 #include "server/coordinator_api.h"
+#include "server/layout_service.h"
 
 namespace rsc {
 
@@ -90,6 +91,7 @@ class GroupService : public CoordinatorApi {
   Result<GroupView> FenceMember(const GroupKey& key, const MemberId& member) override;
   Result<std::string> ExportGroup(const GroupKey& key) override;
   Result<GroupView> RestoreGroup(std::string_view export_json) override;
+  Result<StreamView> DescribeStream(const std::string& stream) override;
   Status Ready() override;
 
   // One maintenance pass over a group (expiry, fencing, round completion). Does not
@@ -119,6 +121,7 @@ class GroupService : public CoordinatorApi {
                    bool* wrote = nullptr, StoreRevision* revision_out = nullptr);
 
   MetadataStore& store_;
+  LayoutService layouts_;
   const Decider& decide_;
   Clock& clock_;
   TokenSource& tokens_;

@@ -98,6 +98,8 @@ std::string_view RouteName(Route r) {
       return "export_group";
     case Route::kRestoreGroup:
       return "restore_group";
+    case Route::kDescribeStream:
+      return "describe_stream";
     case Route::kHealthz:
       return "healthz";
     case Route::kReadyz:
@@ -209,6 +211,15 @@ Result<RouteMatch> MatchRoute(std::string_view method, std::string_view target,
     if (seg[0] == "readyz") return Allow(method, path, {{"GET", R::kReadyz}}, allow, match);
     if (seg[0] == "metrics") return Allow(method, path, {{"GET", R::kMetrics}}, allow, match);
     return NotFound(path);
+  }
+  if (n == 3 && seg[0] == "v1" && seg[1] == "streams") {
+    match.key.stream = seg[2];
+    Result<RouteMatch> r = Allow(method, path, {{"GET", R::kDescribeStream}}, allow, match);
+    if (r.ok() && !IsValidStreamName(seg[2])) {
+      return MakeError(ErrorCode::kInvalidRequest,
+                       "invalid stream name: must match [A-Za-z0-9._:-]{1,200}");
+    }
+    return r;
   }
   if (n < 2 || seg[0] != "v1" || seg[1] != "groups") return NotFound(path);
   if (n == 2) {

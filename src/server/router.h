@@ -14,6 +14,7 @@
 //   DELETE /v1/groups/{P}/{G}?expectedRevision=N     Route::kDeleteGroup
 //   POST   /v1/groups/{P}/{G}/members/{id}/fence     Route::kFenceMember
 //   GET    /v1/groups/{P}/{G}/export                 Route::kExportGroup
+//   GET    /v1/streams/{P}                           Route::kDescribeStream
 //   GET    /healthz, /readyz, /metrics
 //
 // The path is split on '/' BEFORE percent-decoding, so an encoded "%2F" can never create
@@ -46,6 +47,7 @@ enum class Route {
   kFenceMember,
   kExportGroup,
   kRestoreGroup,
+  kDescribeStream,
   kHealthz,
   kReadyz,
   kMetrics,

@@ -12,20 +12,8 @@ namespace {
 constexpr const char* kP = "admin";
 constexpr const char* kG = "g";
 
-class AdminTest : public ::testing::Test {
+class AdminTest : public LiveCoordinatorTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(redis_.Start());
-    coord_ = std::make_unique<CoordinatorProcess>(CoordOpts(redis_));
-    ASSERT_TRUE(coord_->Start());
-    http_ = std::make_unique<HttpClient>(coord_->Port());
-    cli_ = redis_.Cli();
-    ASSERT_NE(cli_, nullptr);
-  }
-  void TearDown() override {
-    if (HasFailure() && coord_) std::cerr << "coordinator log:" << coord_->LogTail(40) << "\n";
-  }
-
   json::value Describe() {
     HttpResult r = http_->Get(GroupPath(kP, kG));
     EXPECT_EQ(r.status, 200) << r.Describe();
@@ -50,11 +38,6 @@ class AdminTest : public ::testing::Test {
         },
         10s, "every member to reach OK");
   }
-
-  RedisProcess redis_;
-  std::unique_ptr<CoordinatorProcess> coord_;
-  std::unique_ptr<HttpClient> http_;
-  std::unique_ptr<RedisCli> cli_;
 };
 
 TEST_F(AdminTest, PatchChecksRevisionGrowsShardsAndRefusesShrink) {

@@ -224,6 +224,30 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeReshardConfigFenceExportDeleteRe
   EXPECT_EQ(r.exit_code, 4) << r.Describe();
   EXPECT_NE(r.err.find("REVISION_CONFLICT"), std::string::npos) << r.Describe();
 
+  // A second group of the stream takes the stream's shard count (SPEC D3); `rsc stream`
+  // shows the shared layout, and growing one group of a shared stream is refused.
+  r = Rsc({"create", kP, "audit"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("shard count:       8"), std::string::npos) << r.Describe();
+  r = Rsc({"create", kP, "other", "--shards", "3"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("LAYOUT_MISMATCH"), std::string::npos) << r.Describe();
+  r = Rsc({"stream", kP});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  for (const char* needle : {"stream:", "groups:", "audit, billing", "GENERATION  STATE",
+                             "0           ACTIVE  8       0-7  {orders:0} … {orders:7}"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.Describe();
+  }
+  r = Rsc({"--json", "stream", kP});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(ParseJson(r.out).at("groups").as_array().size(), 2u) << r.Describe();
+  r = Rsc({"stream", "nothing"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("STREAM_NOT_FOUND"), std::string::npos) << r.Describe();
+  r = Rsc({"reshard", kP, kG, "--shards", "16"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("LAYOUT_MISMATCH"), std::string::npos) << r.Describe();
+
   r = Rsc({"config", kP, kG, "--heartbeat-interval-ms", "900"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   view = DescribeJson();
@@ -369,7 +393,8 @@ TEST(CliUsageTest, UsageErrorsExit2WithoutContactingAnyone) {
   const std::string dead = "http://127.0.0.1:1";
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {},
-           {"create", kP, kG},                         // --shards missing
+           {"create", kP},                             // GROUP missing
+           {"stream"},                                 // STREAM missing
            {"config", kP, kG},                         // no field to change
            {"reshard", kP, kG, "--shards", "x"},       // not a number
            {"--coordinator", "https://h:1", "list"},   // https is not supported

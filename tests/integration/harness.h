@@ -285,4 +285,26 @@ inline CoordinatorOptions CoordOpts(const RedisProcess& redis, int64_t tick_ms =
   return o;
 }
 
+// A fixture with one redis-server, one coordinator on it (CoordOpts), an HTTP client and a
+// redis-cli; the coordinator's log tail is printed when a test fails.
+class LiveCoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.Start());
+    coord_ = std::make_unique<CoordinatorProcess>(CoordOpts(redis_));
+    ASSERT_TRUE(coord_->Start());
+    http_ = std::make_unique<HttpClient>(coord_->Port());
+    cli_ = redis_.Cli();
+    ASSERT_NE(cli_, nullptr);
+  }
+  void TearDown() override {
+    if (HasFailure() && coord_) std::cerr << "coordinator log:" << coord_->LogTail(40) << "\n";
+  }
+
+  RedisProcess redis_;
+  std::unique_ptr<CoordinatorProcess> coord_;
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<RedisCli> cli_;
+};
+
 }  // namespace rsc::integration

@@ -20,7 +20,7 @@ class MetadataLossTest : public ::testing::Test {
     ASSERT_TRUE(CreateGroup(*http_, kP, kG, 4));
     // A healthy neighbour: rsc_ticks_total counts successful group ticks, so waiting for
     // it to grow by 2 proves at least one whole tick pass over every group ran.
-    ASSERT_TRUE(CreateGroup(*http_, kP, "neighbour", 1));
+    ASSERT_TRUE(CreateGroup(*http_, kP, "neighbour", 4));  // the stream's layout: 4 (D3)
     HttpResult r = Beat(*http_, member_, kP, kG);
     ASSERT_EQ(r.status, 200) << r.Describe();
     ASSERT_EQ(member_.last_status, "OK");
@@ -116,7 +116,7 @@ TEST_F(MetadataLossTest, CreateOverALostKeyStartsACorrectionRound) {
   // A neighbour that was never lost is created without a round.
   HttpResult other = http_->Post(
       "/v1/groups",
-      json::value(json::object{{"stream", kP}, {"group", "unrelated"}, {"shardCount", 1}}));
+      json::value(json::object{{"stream", kP}, {"group", "unrelated"}, {"shardCount", 4}}));
   ASSERT_EQ(other.status, 201) << other.Describe();
   EXPECT_TRUE(json::parse(other.body).as_object().at("correctionRound").is_null()) << other.body;
 }
@@ -166,7 +166,7 @@ TEST_F(MetadataLossTest, UnknownSchemaOrLayoutVersionFailsClosedAndIsNotOverwrit
     HttpResult patch = http_->Patch(
         GroupPath(kP, kG),
         json::value(json::object{{"expectedRevision", std::stoll(original.at("revision"))},
-                                 {"shardCount", 8}}));
+                                 {"config", json::object{{"rebalanceTimeoutMs", 31000}}}}));
     EXPECT_EQ(patch.ErrorCode(), "METADATA_UNREADABLE") << patch.Describe();
     ASSERT_NO_FATAL_FAILURE(WaitTicks(2));
     std::map<std::string, std::string> after = HGetAll(*cli_, key_);

@@ -67,7 +67,7 @@ TEST_F(RedisFailuresTest, ScriptFlushIsSurvived) {
   EXPECT_EQ(a.owned.size() + b.owned.size(), 4u);
   // The admin paths use scripts too (create, delete).
   ASSERT_TRUE(cli->Run({"SCRIPT", "FLUSH"}).ok());
-  ASSERT_TRUE(CreateGroup(*http_, kP, "second", 2));
+  ASSERT_TRUE(CreateGroup(*http_, kP, "second", 4));  // the stream's layout (D3)
 }
 
 // SPEC §11 / L5: the reloads that kept the service alive are visible in /metrics

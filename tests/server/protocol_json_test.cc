@@ -288,6 +288,14 @@ TEST(ParseCreateGroupRequest, RoundTrip) {
   EXPECT_EQ(back->config, req.config);
 }
 
+// SPEC D3: without shardCount the group adopts its stream's layout (0 = not given).
+TEST(CreateGroupJson, ShardCountIsOptionalAndZeroMeansAdoptTheStreams) {
+  auto r = ParseCreateGroupRequest(R"({"stream":"s","group":"g"})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->shard_count, 0);
+  EXPECT_EQ(SerializeCreateGroupRequest(*r).find("shardCount"), std::string::npos);
+}
+
 class CreateBad : public testing::TestWithParam<BadCase> {};
 
 TEST_P(CreateBad, RejectedWithFieldInMessage) {
@@ -305,7 +313,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"NotObject", "[]", "must be a JSON object"},
         BadCase{"MissingStream", R"({"group":"g","shardCount":1})", "stream: is required"},
         BadCase{"MissingGroup", R"({"stream":"s","shardCount":1})", "group: is required"},
-        BadCase{"MissingShardCount", R"({"stream":"s","group":"g"})", "shardCount: is required"},
+        BadCase{"ZeroShardCount", R"({"stream":"s","group":"g","shardCount":0})", "shardCount"},
         BadCase{"StreamBadChar", R"({"stream":"s{x}","group":"g","shardCount":1})",
                 "stream: must match [A-Za-z0-9._:-]{1,200}"},
         BadCase{"StreamTooLong",

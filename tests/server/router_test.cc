@@ -36,6 +36,7 @@ TEST(MatchRoute, EveryEndpoint) {
        "billing", "m-1"},
       {"GET", "/v1/groups/orders/billing/export", Route::kExportGroup, "orders", "billing", ""},
       {"POST", "/v1/groups/restore", Route::kRestoreGroup, "", "", ""},
+      {"GET", "/v1/streams/orders:eu", Route::kDescribeStream, "orders:eu", "", ""},
       {"GET", "/healthz", Route::kHealthz, "", "", ""},
       {"GET", "/readyz", Route::kReadyz, "", "", ""},
       {"GET", "/metrics", Route::kMetrics, "", "", ""},
@@ -69,7 +70,8 @@ TEST(MatchRoute, UnknownPathsAre404) {
   for (const char* t :
        {"/", "", "/v1", "/v2/groups", "/v1/groups/", "/v1/groups/a", "/v1/groups/a/b/c",
         "/v1/groups/a/b/heartbeat/x", "/v1/groups/a/b/members/m",
-        "/v1/groups/a/b/members/m/unfence", "/healthz/x", "/HEALTHZ", "relative/path"}) {
+        "/v1/groups/a/b/members/m/unfence", "/healthz/x", "/HEALTHZ", "relative/path",
+        "/v1/streams", "/v1/streams/a/b"}) {
     auto m = MatchRoute("GET", t);
     ASSERT_FALSE(m.ok()) << t;
     EXPECT_EQ(m.error().code, ErrorCode::kNotFound) << t;
@@ -88,6 +90,7 @@ TEST(MatchRoute, WrongMethodIs405WithAllow) {
            {"POST", "/v1/groups/a/b/routing", "GET"},
            {"GET", "/v1/groups/restore", "POST"},
            {"GET", "/v1/groups/a/b/members/m/fence", "POST"},
+           {"DELETE", "/v1/streams/a", "GET"},
        }) {
     std::string allow;
     auto m = MatchRoute(c.method, c.target, &allow);
@@ -118,6 +121,8 @@ TEST(MatchRoute, BadNamesAre400NamingWhich) {
            {"POST", "/v1/groups/%2E%2E/g/heartbeat", "invalid stream name"},  // ".." (issue 8)
            {"GET", "/v1/groups/s/%2E", "invalid group name"},
            {"POST", "/v1/groups/s/g/members/%2E%2E/fence", "invalid member id"},
+           {"GET", "/v1/streams/a%7Bb", "invalid stream name"},
+           {"GET", "/v1/streams/%2E%2E", "invalid stream name"},
            {"POST", "/v1/groups/s/g/heartbeat%", "malformed percent-encoding"},
            {"POST", "/v1/groups/s%G1/g/heartbeat", "malformed percent-encoding"},
        }) {
@@ -135,9 +140,9 @@ TEST(RouteProperties, AdminAndGate) {
   EXPECT_FALSE(IsAdminRoute(Route::kHealthz));
   EXPECT_FALSE(IsAdminRoute(Route::kReadyz));
   EXPECT_FALSE(IsAdminRoute(Route::kMetrics));
-  for (Route r :
-       {Route::kCreateGroup, Route::kListGroups, Route::kDescribeGroup, Route::kPatchGroup,
-        Route::kDeleteGroup, Route::kFenceMember, Route::kExportGroup, Route::kRestoreGroup}) {
+  for (Route r : {Route::kCreateGroup, Route::kListGroups, Route::kDescribeGroup,
+                  Route::kPatchGroup, Route::kDeleteGroup, Route::kFenceMember, Route::kExportGroup,
+                  Route::kRestoreGroup, Route::kDescribeStream}) {
     EXPECT_TRUE(IsAdminRoute(r)) << RouteName(r);
   }
   for (Route r :
@@ -146,7 +151,7 @@ TEST(RouteProperties, AdminAndGate) {
     EXPECT_TRUE(IsGatedRoute(r)) << RouteName(r);
   }
   for (Route r : {Route::kListGroups, Route::kDescribeGroup, Route::kExportGroup, Route::kHealthz,
-                  Route::kReadyz, Route::kMetrics}) {
+                  Route::kReadyz, Route::kMetrics, Route::kDescribeStream}) {
     EXPECT_FALSE(IsGatedRoute(r)) << RouteName(r);
   }
 }

@@ -40,6 +40,8 @@ class Backend {
   virtual MetadataStore& store() = 0;
   virtual void RawSetField(const GroupKey& k, const std::string& f, const std::string& v) = 0;
   virtual void RawDeleteHash(const GroupKey& k) = 0;
+  virtual void RawSetLayoutField(const std::string& p, const std::string& f,
+                                 const std::string& v) = 0;
 };
 
 class MemoryBackend : public Backend {
@@ -50,6 +52,10 @@ class MemoryBackend : public Backend {
     store_.SetField(k, f, v);
   }
   void RawDeleteHash(const GroupKey& k) override { store_.DeleteHash(k); }
+  void RawSetLayoutField(const std::string& p, const std::string& f,
+                         const std::string& v) override {
+    store_.SetLayoutField(p, f, v);
+  }
 
  private:
   FixedClock clock_;
@@ -71,6 +77,10 @@ class RedisBackend : public Backend {
   }
   void RawDeleteHash(const GroupKey& k) override {
     redis_.Cli()->Run({"DEL", "redis-stream:coord:{" + k.Tag() + "}:metadata"});
+  }
+  void RawSetLayoutField(const std::string& p, const std::string& f,
+                         const std::string& v) override {
+    redis_.Cli()->Run({"HSET", "redis-stream:coord:{" + p + "}:layout", f, v});
   }
 
  private:
@@ -114,6 +124,18 @@ std::string Trace(const Result<CasOutcome>& r) {
 std::string Trace(const Result<StoreRevision>& r) {
   if (!r.ok()) return fmt::format("rev {}", ErrorCodeName(r.error().code));
   return fmt::format("rev {}", r->value());
+}
+std::string Trace(const Result<std::optional<StoredLayout>>& r) {
+  if (!r.ok()) return fmt::format("layout {}", ErrorCodeName(r.error().code));
+  if (!r->has_value()) return "layout none";
+  return fmt::format("layout rev={} v={} groups={}", (*r)->revision.value(), (*r)->layout.version,
+                     (*r)->layout.groups.size());
+}
+Layout StreamLayout(int64_t version) {
+  Layout l = DeriveGeneration0("orders", 4, GroupConfig{}, {}, "l").value();
+  l.version = version;
+  l.groups = {"billing"};
+  return l;
 }
 std::string Trace(const Status& s) {
   return s.ok() ? "ok" : std::string(ErrorCodeName(s.error().code));
@@ -248,6 +270,36 @@ const std::vector<NamedScript>& Scripts() {
          t.push_back(fmt::format("m0={}", all.ok() ? all->deadline_ms["m0"] - kNow : -1));
          return t;
        }},
+      {"LayoutCreateCasAndCorruption",
+       [](Backend& b) {
+         // SPEC D1: the layout hash, created only if absent (expected 0), CAS on revision,
+         // a corrupt or foreign record fails closed.
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.LoadLayout("orders")));
+         t.push_back(
+             Trace(s.CompareAndSetLayout("orders", StoreRevision(0), StreamLayout(1), kNow)));
+         t.push_back(
+             Trace(s.CompareAndSetLayout("orders", StoreRevision(0), StreamLayout(2), kNow)));
+         t.push_back(Trace(s.LoadLayout("orders")));
+         t.push_back(
+             Trace(s.CompareAndSetLayout("orders", StoreRevision(1), StreamLayout(2), kNow)));
+         t.push_back(
+             Trace(s.CompareAndSetLayout("orders", StoreRevision(1), StreamLayout(3), kNow)));
+         t.push_back(Trace(s.LoadLayout("orders")));
+         b.RawSetLayoutField("orders", "schemaVersion", "9");
+         t.push_back(Trace(s.LoadLayout("orders")));
+         b.RawSetLayoutField("orders", "schemaVersion", "1");
+         b.RawSetLayoutField("orders", "layout", "{\"stream\":");
+         t.push_back(Trace(s.LoadLayout("orders")));
+         b.RawSetLayoutField("orders", "revision", "x");
+         t.push_back(
+             Trace(s.CompareAndSetLayout("orders", StoreRevision(2), StreamLayout(3), kNow)));
+         // A hash without the fields (an operator's stray HSET) is unreadable, not absent.
+         b.RawSetLayoutField("other", "note", "x");
+         t.push_back(Trace(s.LoadLayout("other")));
+         return t;
+       }},
       {"MutexIsExclusive",
        [](Backend& b) {
          std::vector<std::string> t;
@@ -297,7 +349,27 @@ TEST(ContractExpectations, LivenessRenewalNeverShortensADeadline) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 8),
+TEST(ContractExpectations, LayoutCreateCasAndCorruption) {
+  MemoryBackend fake;
+  for (const NamedScript& s : Scripts()) {
+    if (std::string(s.name) != "LayoutCreateCasAndCorruption") continue;
+    const auto t = s.run(fake);
+    const std::vector<std::string> want = {"layout none",
+                                           "cas applied=true rev=1",
+                                           "cas applied=false rev=1",
+                                           "layout rev=1 v=1 groups=1",
+                                           "cas applied=true rev=2",
+                                           "cas applied=false rev=2",
+                                           "layout rev=2 v=2 groups=1",
+                                           "layout METADATA_UNREADABLE",
+                                           "layout METADATA_UNREADABLE",
+                                           "cas METADATA_UNREADABLE",
+                                           "layout METADATA_UNREADABLE"};
+    EXPECT_EQ(t, want);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 9),
                          [](const auto& info) { return std::string(Scripts()[info.param].name); });
 
 }  // namespace

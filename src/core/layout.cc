@@ -1,0 +1,233 @@
+#include "core/layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/protocol.h"
+
+namespace rsc {
+
+std::string_view GenerationStateName(GenerationState s) {
+  switch (s) {
+    case GenerationState::kPreparing:
+      return "PREPARING";
+    case GenerationState::kActive:
+      return "ACTIVE";
+    case GenerationState::kSealed:
+      return "SEALED";
+    case GenerationState::kRetired:
+      return "RETIRED";
+  }
+  return "ACTIVE";
+}
+
+std::optional<GenerationState> ParseGenerationState(std::string_view s) {
+  for (GenerationState g : {GenerationState::kPreparing, GenerationState::kActive,
+                            GenerationState::kSealed, GenerationState::kRetired}) {
+    if (GenerationStateName(g) == s) return g;
+  }
+  return std::nullopt;
+}
+
+const Generation* Layout::Active() const {
+  for (const Generation& g : generations) {
+    if (g.state == GenerationState::kActive) return &g;
+  }
+  return nullptr;
+}
+
+bool Layout::HasGroup(std::string_view group) const {
+  return std::binary_search(groups.begin(), groups.end(), group);
+}
+
+Status CheckLayoutInvariants(const Layout& l) {
+  auto bad = [](std::string msg) -> Status {
+    return MakeError(ErrorCode::kMetadataUnreadable, "layout: " + msg);
+  };
+  if (!IsValidStreamName(l.stream)) return bad(fmt::format("stream '{}' is not valid", l.stream));
+  if (l.version < 1 || l.version > kMaxCounter) {
+    return bad(fmt::format("version {} out of range", l.version));
+  }
+  if (l.lineage.empty()) return bad("lineage is empty");
+  if (l.routing_lease_ms < 1 || l.routing_refresh_ms < 1 ||
+      l.routing_refresh_ms >= l.routing_lease_ms) {
+    return bad(fmt::format("routingRefreshMs {} must be in [1, routingLeaseMs {})",
+                           l.routing_refresh_ms, l.routing_lease_ms));
+  }
+  if (l.groups.size() > kMaxGroupsPerStream) {
+    return bad(fmt::format("{} groups, at most {}", l.groups.size(), kMaxGroupsPerStream));
+  }
+  for (size_t i = 0; i < l.groups.size(); ++i) {
+    if (!IsValidGroupName(l.groups[i])) {
+      return bad(fmt::format("groups[{}] '{}' is not a valid group name", i, l.groups[i]));
+    }
+    if (i > 0 && !(l.groups[i - 1] < l.groups[i])) {
+      return bad(fmt::format("groups are not sorted and unique at [{}]", i));
+    }
+  }
+  if (l.generations.empty()) return bad("no generations");
+  int active = 0;
+  int64_t last_id = -1;
+  std::set<std::string> keys;
+  for (size_t i = 0; i < l.generations.size(); ++i) {
+    const Generation& g = l.generations[i];
+    if (g.generation < 0 || (i > 0 && g.generation <= l.generations[i - 1].generation)) {
+      return bad(fmt::format("generations[{}] number {} is not ascending", i, g.generation));
+    }
+    if (g.shards.empty() || g.shards.size() > static_cast<size_t>(kMaxShards)) {
+      return bad(fmt::format("generation {} has {} shards (1..{})", g.generation, g.shards.size(),
+                             kMaxShards));
+    }
+    if (g.state == GenerationState::kActive) ++active;
+    for (const LayoutShard& s : g.shards) {
+      if (s.id <= last_id) {
+        return bad(
+            fmt::format("generation {}: shard id {} is not above {} (ids are unique and "
+                        "ascending across generations, D2)",
+                        g.generation, s.id, last_id));
+      }
+      last_id = s.id;
+      if (s.stream.empty()) return bad(fmt::format("shard {} has an empty stream key", s.id));
+      if (!keys.insert(s.stream).second) {
+        return bad(fmt::format("shard {}: key '{}' is used twice", s.id, s.stream));
+      }
+    }
+  }
+  if (active != 1) return bad(fmt::format("{} ACTIVE generations, exactly one expected", active));
+  return OkStatus();
+}
+
+Result<Layout> DeriveGeneration0(const std::string& stream, int32_t shard_count,
+                                 const GroupConfig& config,
+                                 const std::vector<ExistingGroup>& groups,
+                                 const std::string& fresh_lineage) {
+  Layout l;
+  l.stream = stream;
+  l.lineage = fresh_lineage;
+  l.routing_lease_ms = config.routing_lease_ms;
+  l.routing_refresh_ms = config.routing_refresh_ms;
+  int32_t n = groups.empty() ? shard_count : 0;
+  int64_t top_version = 0;
+  for (const ExistingGroup& g : groups) {
+    n = std::max(n, g.shard_count);
+    top_version = std::max(top_version, g.metadata_version);
+    l.groups.push_back(g.group);
+  }
+  if (!groups.empty()) {
+    l.routing_lease_ms = groups.front().config.routing_lease_ms;
+    l.routing_refresh_ms = groups.front().config.routing_refresh_ms;
+  }
+  if (n < 1 || n > kMaxShards) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     n == 0 ? fmt::format("stream '{}' has no layout yet: shardCount is required "
+                                          "to create its first group",
+                                          stream)
+                            : fmt::format("shardCount must be in [1, {}]", kMaxShards));
+  }
+  std::sort(l.groups.begin(), l.groups.end());
+  l.groups.erase(std::unique(l.groups.begin(), l.groups.end()), l.groups.end());
+  l.version = std::min(top_version + 1, kMaxCounter);
+  Generation g0;
+  g0.generation = 0;
+  g0.state = GenerationState::kActive;
+  for (int32_t s = 0; s < n; ++s) g0.shards.push_back({s, ShardStreamKey(stream, s)});
+  l.generations.push_back(std::move(g0));
+  RSC_RETURN_IF_ERROR(CheckLayoutInvariants(l));
+  return l;
+}
+
+namespace {
+
+Layout Bumped(const Layout& stored, const std::string& fresh_lineage) {
+  Layout next = stored;
+  next.version = std::min(stored.version + 1, kMaxCounter);
+  next.lineage = fresh_lineage;
+  return next;
+}
+
+std::string OtherGroups(const Layout& l, const std::string& group) {
+  std::string out;
+  for (const std::string& g : l.groups) {
+    if (g == group) continue;
+    if (!out.empty()) out += ", ";
+    out += g;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::optional<Layout>> DecideAddGroup(const Layout& stored, const std::string& group,
+                                             int32_t shard_count, int32_t* shard_count_out,
+                                             const std::string& fresh_lineage) {
+  const Generation* active = stored.Active();
+  RSC_CHECK(active != nullptr);
+  const auto n = static_cast<int32_t>(active->shards.size());
+  if (shard_count != 0 && shard_count != n) {
+    return MakeError(ErrorCode::kLayoutMismatch,
+                     fmt::format("stream '{}' has {} shards (its layout, shared by every group of "
+                                 "the stream: {}); create the group without shardCount or with "
+                                 "{} — one stream never has two layouts",
+                                 stored.stream, n, OtherGroups(stored, group), n));
+  }
+  *shard_count_out = n;
+  if (stored.HasGroup(group)) return std::optional<Layout>{};
+  if (stored.groups.size() >= kMaxGroupsPerStream) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("stream '{}' already has {} groups (the maximum)", stored.stream,
+                                 kMaxGroupsPerStream));
+  }
+  Layout next = Bumped(stored, fresh_lineage);
+  next.groups.insert(std::lower_bound(next.groups.begin(), next.groups.end(), group), group);
+  return std::optional<Layout>{std::move(next)};
+}
+
+std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string& group,
+                                        const std::string& fresh_lineage) {
+  if (!stored.HasGroup(group)) return std::nullopt;
+  Layout next = Bumped(stored, fresh_lineage);
+  next.groups.erase(std::lower_bound(next.groups.begin(), next.groups.end(), group));
+  return next;
+}
+
+Result<std::optional<Layout>> DecideGrowGeneration0(const Layout& stored, const std::string& group,
+                                                    int32_t shard_count,
+                                                    const std::string& fresh_lineage) {
+  const std::string others = OtherGroups(stored, group);
+  if (stored.generations.size() != 1 || !others.empty()) {
+    return MakeError(ErrorCode::kLayoutMismatch,
+                     fmt::format("stream '{}' is shared by other groups ({}): growing the shard "
+                                 "count of one group would leave the new shards unread by the "
+                                 "others; the stream's layout changes only for all of its groups",
+                                 stored.stream, others));
+  }
+  const Generation& g0 = stored.generations.front();
+  const auto n = static_cast<int32_t>(g0.shards.size());
+  // In-place growth appends ids n.. with their v1 keys: only a generation 0 of the v1 form
+  // (ids 0..n-1, keys {P:s}) can take them without reusing an id or a key (found by
+  // fuzz/fuzz_layout.cc on a hand-edited layout).
+  for (int32_t s = 0; s < n; ++s) {
+    const LayoutShard& sh = g0.shards[static_cast<size_t>(s)];
+    if (sh.id != s || sh.stream != ShardStreamKey(stored.stream, s)) {
+      return MakeError(ErrorCode::kLayoutMismatch,
+                       fmt::format("stream '{}': generation 0 is not of the v1 form (shard {} "
+                                   "has id {}, key '{}'); it cannot grow in place",
+                                   stored.stream, s, sh.id, sh.stream));
+    }
+  }
+  if (shard_count == n) return std::optional<Layout>{};
+  if (shard_count < n || shard_count > kMaxShards) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("shardCount may only grow in place ({} -> {}, at most {})", n,
+                                 shard_count, kMaxShards));
+  }
+  Layout next = Bumped(stored, fresh_lineage);
+  for (int32_t s = n; s < shard_count; ++s) {
+    next.generations.front().shards.push_back({s, ShardStreamKey(stored.stream, s)});
+  }
+  return std::optional<Layout>{std::move(next)};
+}
+
+}  // namespace rsc

@@ -1,0 +1,110 @@
+#pragma once
+// The stream layout (SPEC §13.1 D1–D3, docs/design/resharding.md): one record per stream
+// `P`, shared by every group of `P`, stored in redis-stream:coord:{P}:layout. It says which
+// generations of shards the stream has, which one producers write (ACTIVE), and which groups
+// read it. Pure data and pure decisions; the JSON form is in layout_codec.h.
+//
+// This increment records generation 0 and the groups of a stream: a group created on a
+// stream adopts its layout (same shard count, or 409 LAYOUT_MISMATCH), a v1 stream gets
+// its generation 0 derived from its groups. Resharding (generation 1 and later) builds on it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/metadata.h"
+#include "core/result.h"
+
+namespace rsc {
+
+// Version of the stored layout hash (`schemaVersion` field). A coordinator refuses a
+// layout whose schemaVersion it does not know (fails closed, SPEC §7).
+inline constexpr int kLayoutSchemaVersion = 1;
+// Groups one stream may have (the layout lists them all).
+inline constexpr size_t kMaxGroupsPerStream = 1024;
+
+enum class GenerationState { kPreparing, kActive, kSealed, kRetired };
+std::string_view GenerationStateName(GenerationState s);
+std::optional<GenerationState> ParseGenerationState(std::string_view s);
+
+struct LayoutShard {
+  int32_t id = 0;
+  std::string stream;  // the Redis key, published to clients (they never compute it, D2)
+  bool operator==(const LayoutShard&) const = default;
+};
+
+struct Generation {
+  int32_t generation = 0;
+  std::string hash = "jump-xxh64";
+  GenerationState state = GenerationState::kActive;
+  std::vector<LayoutShard> shards;  // ascending id; the routing hash picks a position
+  bool operator==(const Generation&) const = default;
+};
+
+struct Layout {
+  std::string stream;
+  // M1/M8 for the layout itself: +1 on every write, a fresh token per version. Starts
+  // above every group's metadataVersion when the layout is created (D1).
+  int64_t version = 1;
+  std::string lineage;
+  int64_t routing_lease_ms = 30000;
+  int64_t routing_refresh_ms = 5000;
+  std::vector<std::string> groups;      // sorted; the authoritative list of the stream's groups
+  std::vector<Generation> generations;  // ascending generation
+  bool operator==(const Layout&) const = default;
+
+  const Generation* Active() const;
+  bool HasGroup(std::string_view group) const;
+};
+
+// The stored record: the layout plus the hash's CAS revision.
+struct StoredLayout {
+  StoreRevision revision;
+  Layout layout;
+};
+
+// Structural rules every stored layout satisfies: exactly one ACTIVE generation, ascending
+// generations and ids, ids unique across generations, non-empty keys, groups sorted,
+// unique and valid names, counters within kMaxCounter. The message names the broken rule.
+Status CheckLayoutInvariants(const Layout& l);
+
+// A group of stream `P` as found before its stream had a layout (a v1 group).
+struct ExistingGroup {
+  std::string group;
+  int32_t shard_count = 0;
+  int64_t metadata_version = 0;
+  GroupConfig config;
+};
+
+// Generation 0 of a stream (D2): ids 0..N-1, keys {P:s}. `groups` are the v1 groups found
+// for the stream (empty for a new stream); N is the largest of their shard counts, or
+// `shard_count` for a new stream. The version starts above every group's metadataVersion.
+// Errors: INVALID_REQUEST (a new stream without a shard count, or one out of range).
+Result<Layout> DeriveGeneration0(const std::string& stream, int32_t shard_count,
+                                 const GroupConfig& config,
+                                 const std::vector<ExistingGroup>& groups,
+                                 const std::string& fresh_lineage);
+
+// D3: registers `group` in the layout (before its metadata key is created). A shard count
+// of 0 adopts the layout's; another one than the ACTIVE generation's is refused with
+// LAYOUT_MISMATCH. Returns the layout to write, or nullopt when `group` is already listed
+// (nothing to write). `shard_count_out` receives the count the group is created with.
+Result<std::optional<Layout>> DecideAddGroup(const Layout& stored, const std::string& group,
+                                             int32_t shard_count, int32_t* shard_count_out,
+                                             const std::string& fresh_lineage);
+
+// Removes `group` after its metadata key was deleted; nullopt when it is not listed.
+std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string& group,
+                                        const std::string& fresh_lineage);
+
+// v1 in-place growth of generation 0 (PATCH shardCount), allowed only while the layout has
+// one generation and lists no group but `group`: growing one group of a shared stream
+// would make its producers write shards the other groups never read. Errors:
+// LAYOUT_MISMATCH naming the other groups. nullopt: the count is already `shard_count`.
+Result<std::optional<Layout>> DecideGrowGeneration0(const Layout& stored, const std::string& group,
+                                                    int32_t shard_count,
+                                                    const std::string& fresh_lineage);
+
+}  // namespace rsc

@@ -1,0 +1,140 @@
+#include "core/layout_codec.h"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+
+#include "core/json_util.h"
+
+namespace rsc {
+
+namespace bj = boost::json;
+
+namespace {
+
+constexpr ErrorCode kBad = ErrorCode::kMetadataUnreadable;
+constexpr size_t kMaxToken = 256;
+constexpr size_t kMaxKey = 512;
+
+// A whole decimal integer, nothing else (no sign, spaces or trailing bytes).
+bool ParseDecimal(const std::string& s, int64_t* out) {
+  if (s.empty() || s.size() > 18) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+Result<const bj::object*> AsObject(const bj::value& v, const std::string& path) {
+  if (!v.is_object()) return MakeError(kBad, path + ": must be an object");
+  return &v.get_object();
+}
+
+Result<Generation> GenerationFromJson(const bj::value& v, const std::string& path) {
+  RSC_ASSIGN_OR_RETURN(const bj::object* o, AsObject(v, path));
+  json::Reader r(*o, path, kBad);
+  Generation g;
+  RSC_ASSIGN_OR_RETURN(int64_t number, r.Int("generation", 0, INT32_MAX));
+  g.generation = static_cast<int32_t>(number);
+  RSC_ASSIGN_OR_RETURN(g.hash, r.Str("hash", 64));
+  if (g.hash != "jump-xxh64") return r.Bad("hash", "must be \"jump-xxh64\"");
+  RSC_ASSIGN_OR_RETURN(std::string state, r.Str("state", 16));
+  std::optional<GenerationState> parsed = ParseGenerationState(state);
+  if (!parsed) return r.Bad("state", fmt::format("unknown state '{}'", state));
+  g.state = *parsed;
+  RSC_ASSIGN_OR_RETURN(const bj::array* shards, r.Arr("shards"));
+  RSC_ASSIGN_OR_RETURN(int64_t count, r.Int("shardCount", 1, kMaxShards));
+  if (static_cast<size_t>(count) != shards->size()) {
+    return r.Bad("shardCount", fmt::format("{} but shards lists {}", count, shards->size()));
+  }
+  for (size_t i = 0; i < shards->size(); ++i) {
+    const std::string p = fmt::format("{}.shards[{}]", path, i);
+    RSC_ASSIGN_OR_RETURN(const bj::object* so, AsObject((*shards)[i], p));
+    json::Reader sr(*so, p, kBad);
+    LayoutShard s;
+    RSC_ASSIGN_OR_RETURN(int64_t id, sr.Int("id", 0, INT32_MAX));
+    s.id = static_cast<int32_t>(id);
+    RSC_ASSIGN_OR_RETURN(s.stream, sr.Str("stream", kMaxKey));
+    g.shards.push_back(std::move(s));
+  }
+  return g;
+}
+
+}  // namespace
+
+bj::value LayoutToJson(const Layout& l) {
+  bj::array groups;
+  for (const std::string& g : l.groups) groups.push_back(bj::string(g));
+  bj::array generations;
+  for (const Generation& g : l.generations) {
+    bj::array shards;
+    for (const LayoutShard& s : g.shards) {
+      shards.push_back(bj::object{{"id", s.id}, {"stream", s.stream}});
+    }
+    generations.push_back(bj::object{{"generation", g.generation},
+                                     {"shardCount", g.shards.size()},
+                                     {"hash", g.hash},
+                                     {"state", GenerationStateName(g.state)},
+                                     {"shards", std::move(shards)}});
+  }
+  return bj::object{{"stream", l.stream},
+                    {"version", l.version},
+                    {"lineage", l.lineage},
+                    {"routingLeaseMs", l.routing_lease_ms},
+                    {"routingRefreshMs", l.routing_refresh_ms},
+                    {"groups", std::move(groups)},
+                    {"generations", std::move(generations)}};
+}
+
+std::string EncodeLayout(const Layout& l) { return bj::serialize(LayoutToJson(l)); }
+
+Result<Layout> DecodeLayout(std::string_view text) {
+  RSC_ASSIGN_OR_RETURN(bj::value root, json::Parse(text, kBad));
+  RSC_ASSIGN_OR_RETURN(const bj::object* o, AsObject(root, "layout"));
+  json::Reader r(*o, "", kBad);
+  Layout l;
+  RSC_ASSIGN_OR_RETURN(l.stream, r.Str("stream", 200));
+  RSC_ASSIGN_OR_RETURN(l.version, r.Int("version", 1, kMaxCounter));
+  RSC_ASSIGN_OR_RETURN(l.lineage, r.Str("lineage", kMaxToken));
+  RSC_ASSIGN_OR_RETURN(l.routing_lease_ms, r.Int("routingLeaseMs", 1, INT64_MAX));
+  RSC_ASSIGN_OR_RETURN(l.routing_refresh_ms, r.Int("routingRefreshMs", 1, INT64_MAX));
+  RSC_ASSIGN_OR_RETURN(const bj::array* groups, r.Arr("groups"));
+  for (size_t i = 0; i < groups->size(); ++i) {
+    const bj::value& g = (*groups)[i];
+    if (!g.is_string()) return MakeError(kBad, fmt::format("groups[{}]: must be a string", i));
+    l.groups.emplace_back(g.get_string().data(), g.get_string().size());
+  }
+  RSC_ASSIGN_OR_RETURN(const bj::array* gens, r.Arr("generations"));
+  for (size_t i = 0; i < gens->size(); ++i) {
+    RSC_ASSIGN_OR_RETURN(Generation g,
+                         GenerationFromJson((*gens)[i], fmt::format("generations[{}]", i)));
+    l.generations.push_back(std::move(g));
+  }
+  RSC_RETURN_IF_ERROR(CheckLayoutInvariants(l));
+  return l;
+}
+
+Result<StoredLayout> DecodeLayoutHash(const std::string& stream, const LayoutHashFields& f) {
+  auto bad = [&](std::string_view what) {
+    return MakeError(kBad, fmt::format("layout of stream '{}' is unreadable: {}", stream, what));
+  };
+  if (!f.schema_version || *f.schema_version != std::to_string(kLayoutSchemaVersion)) {
+    return bad(fmt::format("schemaVersion {} is not supported (this coordinator reads {})",
+                           f.schema_version.value_or("(absent)"), kLayoutSchemaVersion));
+  }
+  int64_t revision = 0;
+  if (!f.revision || !ParseDecimal(*f.revision, &revision) || revision < 1) {
+    return bad(
+        fmt::format("revision '{}' is not a positive integer", f.revision.value_or("(absent)")));
+  }
+  if (!f.layout) return bad("the layout field is absent");
+  Result<Layout> l = DecodeLayout(*f.layout);
+  if (!l.ok()) return bad(l.error().message);
+  if (l->stream != stream) return bad(fmt::format("it names stream '{}'", l->stream));
+  return StoredLayout{StoreRevision(revision), std::move(*l)};
+}
+
+}  // namespace rsc

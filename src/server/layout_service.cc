@@ -1,0 +1,119 @@
+#include "server/layout_service.h"
+
+#include <fmt/format.h>
+
+namespace rsc {
+
+namespace {
+
+// Writers of one layout are rare (admin requests); a conflict streak this long means
+// something rewrites the layout in a loop.
+constexpr int kMaxAttempts = 8;
+
+Error Exhausted(const std::string& stream) {
+  return MakeError(ErrorCode::kLockTimeout,
+                   fmt::format("layout of stream '{}' kept changing under {} attempts (revision "
+                               "conflicts); retry with backoff",
+                               stream, kMaxAttempts));
+}
+
+Error WriteUnconfirmed(const Error& e) {
+  if (e.code != ErrorCode::kUnknownResult) return e;
+  return MakeError(ErrorCode::kRedisUnavailable,
+                   "Redis did not confirm the layout write; retry: " + e.message);
+}
+
+}  // namespace
+
+Result<std::vector<ExistingGroup>> LayoutService::FindV1Groups(const std::string& stream) {
+  RSC_ASSIGN_OR_RETURN(std::vector<GroupKey> all, store_.ListGroups());
+  std::vector<ExistingGroup> out;
+  for (const GroupKey& k : all) {
+    if (k.stream != stream) continue;
+    auto loaded = store_.Load(k, clock_.NowMs());
+    if (!loaded.ok()) {
+      // An index entry without a hash (a lost or deleted group) has no shard count to
+      // contribute; anything else unreadable would make the derived layout a guess.
+      const ErrorCode c = loaded.error().code;
+      if (c == ErrorCode::kMetadataMissing || c == ErrorCode::kGroupNotFound) continue;
+      return loaded.error();
+    }
+    const GroupMetadata& m = *loaded->meta;
+    out.push_back({k.group, m.shard_count, m.version.value(), m.config});
+  }
+  return out;
+}
+
+Result<std::optional<StoredLayout>> LayoutService::Load(const std::string& stream) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, store_.LoadLayout(stream));
+    if (stored) return stored;
+    RSC_ASSIGN_OR_RETURN(std::vector<ExistingGroup> groups, FindV1Groups(stream));
+    if (groups.empty()) return std::optional<StoredLayout>{};
+    RSC_ASSIGN_OR_RETURN(Layout derived,
+                         DeriveGeneration0(stream, 0, GroupConfig{}, groups, tokens_.NewToken()));
+    auto cas = store_.CompareAndSetLayout(stream, StoreRevision(0), derived, clock_.NowMs());
+    if (!cas.ok()) return WriteUnconfirmed(cas.error());
+    if (cas->applied) return std::optional<StoredLayout>{StoredLayout{cas->revision, derived}};
+    // Another coordinator derived it first: read theirs.
+  }
+  return Exhausted(stream);
+}
+
+Result<int32_t> LayoutService::AddGroup(const std::string& stream, const std::string& group,
+                                        int32_t shard_count, const GroupConfig& config) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, Load(stream));
+    StoreRevision expected(0);
+    Layout base;
+    if (stored) {
+      expected = stored->revision;
+      base = std::move(stored->layout);
+    } else {
+      RSC_ASSIGN_OR_RETURN(base,
+                           DeriveGeneration0(stream, shard_count, config, {}, tokens_.NewToken()));
+    }
+    int32_t count = 0;
+    RSC_ASSIGN_OR_RETURN(std::optional<Layout> next,
+                         DecideAddGroup(base, group, shard_count, &count, tokens_.NewToken()));
+    if (!next && stored) return count;  // already registered
+    const Layout& write = next ? *next : base;
+    auto cas = store_.CompareAndSetLayout(stream, expected, write, clock_.NowMs());
+    if (!cas.ok()) return WriteUnconfirmed(cas.error());
+    if (cas->applied) return count;
+  }
+  return Exhausted(stream);
+}
+
+Status LayoutService::RemoveGroup(const std::string& stream, const std::string& group) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, store_.LoadLayout(stream));
+    if (!stored) return OkStatus();
+    std::optional<Layout> next = DecideRemoveGroup(stored->layout, group, tokens_.NewToken());
+    if (!next) return OkStatus();
+    auto cas = store_.CompareAndSetLayout(stream, stored->revision, *next, clock_.NowMs());
+    if (!cas.ok()) return WriteUnconfirmed(cas.error());
+    if (cas->applied) return OkStatus();
+  }
+  return Exhausted(stream);
+}
+
+Status LayoutService::GrowGeneration0(const std::string& stream, const std::string& group,
+                                      int32_t shard_count) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, Load(stream));
+    if (!stored) {
+      return MakeError(ErrorCode::kGroupNotFound, fmt::format("stream '{}' has no groups", stream));
+    }
+    RSC_ASSIGN_OR_RETURN(
+        std::optional<Layout> next,
+        DecideGrowGeneration0(stored->layout, group, shard_count, tokens_.NewToken()));
+    if (!next) return OkStatus();
+    auto cas = store_.CompareAndSetLayout(stream, stored->revision, *next, clock_.NowMs());
+    if (!cas.ok()) return WriteUnconfirmed(cas.error());
+    if (cas->applied) return OkStatus();
+  }
+  return Exhausted(stream);
+}
+
+}  // namespace rsc

@@ -1,0 +1,57 @@
+#pragma once
+// LayoutService: the shell around core/layout.h (SPEC D1–D3). Every change of a stream's
+// layout is  load → Decide*(stored) → CompareAndSetLayout  and a conflict (another
+// coordinator wrote first) starts again from a fresh load; it never overwrites.
+//
+// The layout key ({P}) and a group's keys ({P:G}) live in different cluster slots, so no
+// script writes both. The order of the two single-key writes is what keeps them consistent
+// (docs/design/resharding.md): a group is registered in the layout before its metadata key
+// is created and removed after it is deleted, so `groups` is never missing a group that
+// exists. A failure between the two leaves an extra name, never a missing one.
+//
+// Thread safety: all methods may be called concurrently (the CAS serializes writers).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/layout.h"
+#include "core/store.h"
+
+namespace rsc {
+
+class LayoutService {
+ public:
+  LayoutService(MetadataStore& store, Clock& clock, TokenSource& tokens)
+      : store_(store), clock_(clock), tokens_(tokens) {}
+
+  // The stream's layout; a v1 stream (groups, no layout) gets generation 0 derived from its
+  // groups and written first. nullopt: the stream has neither. Errors: the store's, and
+  // METADATA_UNREADABLE for a group of the stream that cannot be read while deriving.
+  Result<std::optional<StoredLayout>> Load(const std::string& stream);
+
+  // D3, before the group's metadata key is created: registers `group` and returns the shard
+  // count to create it with. `shard_count` 0 adopts the stream's; a different count than
+  // the ACTIVE generation's is LAYOUT_MISMATCH. A new stream gets generation 0 of
+  // `shard_count` shards with `config`'s routing lease and refresh.
+  Result<int32_t> AddGroup(const std::string& stream, const std::string& group, int32_t shard_count,
+                           const GroupConfig& config);
+
+  // After the group's metadata key was deleted. A stream without a layout: nothing to do.
+  Status RemoveGroup(const std::string& stream, const std::string& group);
+
+  // PATCH shardCount (v1 in-place growth), before the group's own write: allowed only while
+  // `group` is the stream's only group (LAYOUT_MISMATCH otherwise, core/layout.h).
+  Status GrowGeneration0(const std::string& stream, const std::string& group, int32_t shard_count);
+
+ private:
+  // The v1 groups of `stream` as the index and their aggregates show them.
+  Result<std::vector<ExistingGroup>> FindV1Groups(const std::string& stream);
+
+  MetadataStore& store_;
+  Clock& clock_;
+  TokenSource& tokens_;
+};
+
+}  // namespace rsc

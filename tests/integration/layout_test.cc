@@ -1,0 +1,154 @@
+// Level 2: the stream layout (SPEC §13.1 D1–D4) against a real coordinator and Redis:
+// groups of one stream share one layout, a v1 stream gets its layout derived from its
+// groups, and a missing or corrupt layout is handled like §7 metadata.
+
+#include <gtest/gtest.h>
+
+#include "integration/harness.h"
+
+namespace rsc::integration {
+namespace {
+
+constexpr const char* kP = "orders";
+
+std::string StreamPath(const std::string& p) { return "/v1/streams/" + p; }
+std::string LayoutKey(const std::string& p) { return "redis-stream:coord:{" + p + "}:layout"; }
+
+class LayoutTest : public LiveCoordinatorTest {
+ protected:
+  json::value Stream(const std::string& p = kP) {
+    HttpResult r = http_->Get(StreamPath(p));
+    EXPECT_EQ(r.status, 200) << r.Describe();
+    return r.json;
+  }
+  static std::vector<std::string> Groups(const json::value& v) {
+    std::vector<std::string> out;
+    for (const json::value& g : v.at("groups").as_array()) out.emplace_back(g.as_string());
+    return out;
+  }
+  static size_t ActiveShards(const json::value& v) {
+    for (const json::value& g : v.at("generations").as_array()) {
+      if (g.at("state").as_string() == "ACTIVE") return g.at("shards").as_array().size();
+    }
+    return 0;
+  }
+};
+
+// D3: a second group adopts the stream's layout; another shard count is refused and
+// changes nothing; growing one group of a shared stream is refused (before this, its
+// producers would have written shards the other group never reads).
+TEST_F(LayoutTest, GroupsOfOneStreamShareOneLayout) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4));
+  json::value v = Stream();
+  EXPECT_EQ(JsonInt(v, "revision"), 1) << JsonString(v);
+  EXPECT_EQ(Groups(v), std::vector<std::string>{"billing"});
+  ASSERT_EQ(v.at("generations").as_array().size(), 1u);
+  const json::value& g0 = v.at("generations").as_array()[0];
+  EXPECT_EQ(JsonInt(g0, "generation"), 0);
+  EXPECT_EQ(g0.at("shards").as_array()[3].at("stream").as_string(), "{orders:3}");
+
+  HttpResult mismatch = http_->Post("/v1/groups", json::value(CreateBody(kP, "audit", 8)));
+  EXPECT_EQ(mismatch.status, 409) << mismatch.Describe();
+  EXPECT_EQ(mismatch.ErrorCode(), "LAYOUT_MISMATCH") << mismatch.Describe();
+  EXPECT_NE(mismatch.body.find("has 4 shards"), std::string::npos) << mismatch.body;
+  EXPECT_EQ(http_->Get(GroupPath(kP, "audit")).status, 404);
+  EXPECT_EQ(JsonInt(Stream(), "revision"), 1) << "a refused create wrote the layout";
+
+  json::object adopt{{"stream", kP}, {"group", "audit"}};
+  HttpResult created = http_->Post("/v1/groups", json::value(adopt));
+  ASSERT_EQ(created.status, 201) << created.Describe();
+  EXPECT_EQ(JsonInt(created.json, "shardCount"), 4) << created.body;
+  EXPECT_EQ(Groups(Stream()), (std::vector<std::string>{"audit", "billing"}));
+
+  const int64_t rev = JsonInt(http_->Get(GroupPath(kP, "billing")).json, "revision");
+  HttpResult grow =
+      http_->Patch(GroupPath(kP, "billing"),
+                   json::value(json::object{{"expectedRevision", rev}, {"shardCount", 8}}));
+  EXPECT_EQ(grow.ErrorCode(), "LAYOUT_MISMATCH") << grow.Describe();
+  EXPECT_NE(grow.body.find("(audit)"), std::string::npos) << grow.body;
+  EXPECT_EQ(ActiveShards(Stream()), 4u);
+  EXPECT_EQ(JsonInt(http_->Get(GroupPath(kP, "billing")).json, "shardCount"), 4);
+
+  // Deleted groups leave the layout; alone again, a group may grow in place (v1).
+  const int64_t audit_rev = JsonInt(http_->Get(GroupPath(kP, "audit")).json, "revision");
+  HttpResult del =
+      http_->Delete(GroupPath(kP, "audit") + "?expectedRevision=" + std::to_string(audit_rev));
+  ASSERT_EQ(del.status, 200) << del.Describe();
+  EXPECT_EQ(Groups(Stream()), std::vector<std::string>{"billing"});
+  // A stale revision is refused before the layout is touched.
+  HttpResult stale =
+      http_->Patch(GroupPath(kP, "billing"),
+                   json::value(json::object{{"expectedRevision", rev + 5}, {"shardCount", 8}}));
+  EXPECT_EQ(stale.ErrorCode(), "REVISION_CONFLICT") << stale.Describe();
+  EXPECT_EQ(ActiveShards(Stream()), 4u);
+  grow = http_->Patch(GroupPath(kP, "billing"),
+                      json::value(json::object{{"expectedRevision", rev}, {"shardCount", 8}}));
+  ASSERT_EQ(grow.status, 200) << grow.Describe();
+  EXPECT_EQ(ActiveShards(Stream()), 8u);
+  EXPECT_EQ(JsonInt(grow.json, "shardCount"), 8);
+}
+
+TEST_F(LayoutTest, UnknownAndInvalidStreams) {
+  HttpResult none = http_->Get(StreamPath("nothing"));
+  EXPECT_EQ(none.status, 404) << none.Describe();
+  EXPECT_EQ(none.ErrorCode(), "STREAM_NOT_FOUND") << none.Describe();
+  HttpResult bad = http_->Get(StreamPath("bad%7Bname"));
+  EXPECT_EQ(bad.status, 400) << bad.Describe();
+  HttpResult post = http_->Post(StreamPath(kP), json::value(json::object{}));
+  EXPECT_EQ(post.status, 405) << post.Describe();
+  // A new stream needs a shard count.
+  HttpResult no_count =
+      http_->Post("/v1/groups", json::value(json::object{{"stream", "fresh"}, {"group", "g"}}));
+  EXPECT_EQ(no_count.status, 400) << no_count.Describe();
+  EXPECT_NE(no_count.body.find("shardCount is required"), std::string::npos) << no_count.body;
+  EXPECT_EQ(Exists(*cli_, LayoutKey("fresh")), 0);
+}
+
+// D2: a stream from before layouts (groups, no layout key) gets generation 0 derived from
+// its groups on first use, with a version above every group's metadataVersion (D1).
+TEST_F(LayoutTest, AV1StreamGetsItsLayoutFromItsGroups) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 3));
+  Consumer c("c1");
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Beat(*http_, c, kP, "billing").status, 200);
+  const int64_t group_version =
+      JsonInt(http_->Get(GroupPath(kP, "billing")).json, "metadataVersion");
+  ASSERT_GT(group_version, 1);
+  ASSERT_EQ(cli_->Run({"DEL", LayoutKey(kP)}).integer, 1);
+
+  json::object adopt{{"stream", kP}, {"group", "audit"}};
+  HttpResult created = http_->Post("/v1/groups", json::value(adopt));
+  ASSERT_EQ(created.status, 201) << created.Describe();
+  EXPECT_EQ(JsonInt(created.json, "shardCount"), 3) << created.body;
+  json::value v = Stream();
+  EXPECT_EQ(Groups(v), (std::vector<std::string>{"audit", "billing"}));
+  EXPECT_EQ(ActiveShards(v), 3u);
+  EXPECT_GT(JsonInt(v, "version"), group_version) << JsonString(v);
+  EXPECT_EQ(HGet(*cli_, LayoutKey(kP), "schemaVersion"), "1");
+}
+
+// §7 for the layout: corrupt or of an unknown schema, it fails closed and is not overwritten;
+// groups of the stream keep working (their own keys are intact).
+TEST_F(LayoutTest, ACorruptLayoutFailsClosedAndIsNotOverwritten) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 2));
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"layout", "{\"stream\":"}, {"schemaVersion", "9"}}) {
+    SCOPED_TRACE(field);
+    const std::map<std::string, std::string> original = HGetAll(*cli_, LayoutKey(kP));
+    ASSERT_EQ(cli_->Run({"HSET", LayoutKey(kP), field, value}).integer, 0);
+    HttpResult view = http_->Get(StreamPath(kP));
+    EXPECT_EQ(view.status, 503) << view.Describe();
+    EXPECT_EQ(view.ErrorCode(), "METADATA_UNREADABLE") << view.Describe();
+    HttpResult create =
+        http_->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "audit"}}));
+    EXPECT_EQ(create.ErrorCode(), "METADATA_UNREADABLE") << create.Describe();
+    EXPECT_EQ(http_->Get(GroupPath(kP, "audit")).status, 404);
+    EXPECT_EQ(HGet(*cli_, LayoutKey(kP), field), value) << "the corrupt field was overwritten";
+    Consumer c("c1");
+    EXPECT_EQ(Beat(*http_, c, kP, "billing").status, 200);
+    ASSERT_EQ(cli_->Run({"HSET", LayoutKey(kP), field, original.at(field)}).integer, 0);
+  }
+  EXPECT_EQ(Groups(Stream()), std::vector<std::string>{"billing"});
+}
+
+}  // namespace
+}  // namespace rsc::integration
