@@ -90,9 +90,8 @@ class StateMutant : public Decider {
 // K1: the target owns a shard at once, whether or not the owner revoked it.
 class AssignBeforeRevoke : public StateMutant {
   void Mutate(const GroupMetadata&, GroupMetadata& next) const override {
-    for (int32_t s = 0; s < next.shard_count; ++s) {
-      ShardState& sh = next.shards[static_cast<size_t>(s)];
-      if (!sh.target.empty() && sh.owner != sh.target && !Blocked(next, s)) {
+    for (ShardState& sh : next.shards) {
+      if (!sh.target.empty() && sh.owner != sh.target && !Blocked(next, sh.id)) {
         sh.owner = sh.target;
         sh.revoke_since_ms = 0;
         sh.revoke_version = 0;
@@ -188,8 +187,8 @@ class NoConflictRevoke : public Decider {
     const GroupMetadata& view = d.next ? *d.next : stored;
     HeartbeatResponse& r = d.response.value();
     std::erase_if(r.revoke_shards, [&](int32_t s) {
-      return s < 0 || s >= view.shard_count ||
-             view.shards[static_cast<size_t>(s)].owner != req.member_id.str();
+      const ShardState* sh = view.FindShard(s);
+      return sh == nullptr || sh->owner != req.member_id.str();
     });
     if (r.status == HeartbeatStatus::kDrain && r.revoke_shards.empty()) {
       r.status = (!r.pending_shards.empty() || view.round) ? HeartbeatStatus::kRevokePending

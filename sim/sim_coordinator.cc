@@ -324,8 +324,8 @@ class SimCoordinator::Recorder : public CoordinatorApi {
       // What the state the answer derives from says of this member (S11/S12 oracle data).
       const GroupMetadata& m = *basis.state;
       std::vector<int32_t> owned, blocked;
-      for (int32_t s = 0; s < m.shard_count; ++s) {
-        if (m.shards[static_cast<size_t>(s)].owner == req.member_id.str()) owned.push_back(s);
+      for (const ShardState& sh : m.shards) {
+        if (sh.owner == req.member_id.str()) owned.push_back(sh.id);
       }
       if (m.round) {
         for (const Blocker& b : m.round->blockers) {

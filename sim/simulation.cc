@@ -402,9 +402,8 @@ std::string Simulation::DumpState() {
     const GroupMetadata& m = *loaded->meta;
     out += fmt::format("  metadata: revision {} version {} assignmentEpoch {}\n",
                        loaded->revision.value(), m.version.value(), m.assignment_epoch.value());
-    for (size_t s = 0; s < m.shards.size(); ++s) {
-      out += fmt::format("    shard {}: owner={} target={}\n", s, m.shards[s].owner,
-                         m.shards[s].target);
+    for (const ShardState& sh : m.shards) {
+      out += fmt::format("    shard {}: owner={} target={}\n", sh.id, sh.owner, sh.target);
     }
     for (const Member& mem : m.members) {
       out += fmt::format("    member {} epoch {}{}{}\n", mem.id.str(), mem.epoch.value(),

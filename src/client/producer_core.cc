@@ -65,13 +65,14 @@ std::optional<std::string> ProducerCore::Unusable(const RoutingResponse& resp) {
   if (resp.shards.size() != static_cast<size_t>(resp.shard_count)) {
     return fmt::format("shardCount {} but {} shards listed", resp.shard_count, resp.shards.size());
   }
-  std::vector<bool> seen(static_cast<size_t>(resp.shard_count), false);
-  for (const RoutingShard& s : resp.shards) {
-    if (s.id < 0 || s.id >= resp.shard_count || seen[static_cast<size_t>(s.id)]) {
-      return fmt::format("shard id {} missing, repeated or out of range", s.id);
+  // Shard ids are unique per stream (SPEC D2) and listed ascending; the routing hash picks a
+  // position in the list, not an id (generation 0 has ids 0..N-1, so both agree there).
+  for (size_t i = 0; i < resp.shards.size(); ++i) {
+    const RoutingShard& s = resp.shards[i];
+    if (s.id < 0 || (i > 0 && s.id <= resp.shards[i - 1].id)) {
+      return fmt::format("shard id {} is negative, repeated or out of order", s.id);
     }
     if (s.stream.empty()) return fmt::format("shard {} has an empty stream key", s.id);
-    seen[static_cast<size_t>(s.id)] = true;
   }
   if (resp.routing_lease_ms <= 0) {
     return fmt::format("routingLeaseMs {} is not positive", resp.routing_lease_ms);
@@ -191,16 +192,17 @@ RouteResult ProducerCore::Route(std::string_view key, TimeMs now) {
                     now - end, cache_->routing_lease_ms, confirmed_at_, end,
                     cache_->metadata_version, last)};
   }
-  const int32_t shard = ShardForKey(key, cache_->shard_count);
-  for (const RoutingShard& s : cache_->shards) {
-    if (s.id == shard) return RouteTarget{shard, s.stream, cache_->metadata_version, end};
+  const int32_t position = ShardForKey(key, cache_->shard_count);
+  if (position >= 0 && static_cast<size_t>(position) < cache_->shards.size()) {
+    const RoutingShard& s = cache_->shards[static_cast<size_t>(position)];
+    return RouteTarget{s.id, s.stream, cache_->metadata_version, end};
   }
   // Unreachable with a validated cache; kept so a bug cannot misroute silently.
   OnPublishError(PublishErrorKind::kStaleRouting, now);
   return RouteError{RouteErrorKind::kStaleRouting,
-                    fmt::format("shard {} is not in the cached routing (metadataVersion {}); "
+                    fmt::format("position {} is not in the cached routing (metadataVersion {}); "
                                 "refresh requested (PR2)",
-                                shard, cache_->metadata_version)};
+                                position, cache_->metadata_version)};
 }
 
 ProducerCoreMetrics ProducerCore::Metrics(TimeMs now) const {

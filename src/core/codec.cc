@@ -33,7 +33,8 @@ bj::value AggregateToJson(const GroupMetadata& m) {
   }
   bj::array shards;
   for (const ShardState& s : m.shards) {
-    bj::object o{{"owner", s.owner},
+    bj::object o{{"id", s.id},
+                 {"owner", s.owner},
                  {"target", s.target},
                  {"revokeSinceMs", s.revoke_since_ms},
                  {"revokeVersion", s.revoke_version}};
@@ -41,6 +42,10 @@ bj::value AggregateToJson(const GroupMetadata& m) {
       o["takenMs"] = s.taken_ms;
       o["releaseAtMs"] = s.release_at_ms;
     }
+    // Generations (SPEC §13): absent for generation 0 with its v1 key, not completed.
+    if (s.generation != 0) o["generation"] = s.generation;
+    if (s.stream != ShardStreamKey(m.key.stream, s.id)) o["stream"] = s.stream;
+    if (s.completed) o["completed"] = true;
     shards.push_back(std::move(o));
   }
   bj::array members;
@@ -49,6 +54,7 @@ bj::value AggregateToJson(const GroupMetadata& m) {
                  {"epoch", mm.epoch.value()}, {"joinedMs", mm.joined_ms},
                  {"leaving", mm.leaving},     {"fenced", mm.fenced}};
     if (mm.shard_lease) o["shardLease"] = true;
+    if (mm.layout_v2) o["layoutV2"] = true;
     members.push_back(std::move(o));
   }
   bj::array tombstones;
@@ -94,7 +100,9 @@ bj::value AggregateToJson(const GroupMetadata& m) {
                     {"correctionRound", std::move(round)},
                     {"roundsStarted", m.rounds_started},
                     {"lineageKey", m.lineage_key},
-                    {"lineageKeySinceMs", m.lineage_key_since_ms}};
+                    {"lineageKeySinceMs", m.lineage_key_since_ms},
+                    {"activeGeneration", m.active_generation},
+                    {"layoutRevision", m.layout_revision}};
 }
 
 Result<GroupConfig> ConfigFromJson(const bj::object& o, const std::string& path, ErrorCode code) {
@@ -152,6 +160,10 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
   // Absent in records written before tokens were keyed (see lineage_token.h).
   RSC_ASSIGN_OR_RETURN(m.lineage_key, r.StrOr("lineageKey", kMaxId, ""));
   RSC_ASSIGN_OR_RETURN(m.lineage_key_since_ms, r.IntOr("lineageKeySinceMs", 0, kMaxInt, 0));
+  // Absent in records from before layouts: generation 0, nothing adopted.
+  RSC_ASSIGN_OR_RETURN(int64_t active_generation, r.IntOr("activeGeneration", 0, INT32_MAX, 0));
+  m.active_generation = static_cast<int32_t>(active_generation);
+  RSC_ASSIGN_OR_RETURN(m.layout_revision, r.IntOr("layoutRevision", 0, kMaxInt, 0));
 
   RSC_ASSIGN_OR_RETURN(const bj::array* shards, r.Arr("shards"));
   for (size_t i = 0; i < shards->size(); ++i) {
@@ -159,6 +171,13 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
     RSC_ASSIGN_OR_RETURN(const bj::object* o, ElemObj((*shards)[i], p));
     json::Reader sr(*o, p, kBad);
     ShardState s;
+    // Absent in records from before generations: shards 0..N-1 in order, generation 0.
+    RSC_ASSIGN_OR_RETURN(int64_t id, sr.IntOr("id", 0, INT32_MAX, static_cast<int64_t>(i)));
+    s.id = static_cast<int32_t>(id);
+    RSC_ASSIGN_OR_RETURN(int64_t generation, sr.IntOr("generation", 0, INT32_MAX, 0));
+    s.generation = static_cast<int32_t>(generation);
+    RSC_ASSIGN_OR_RETURN(s.stream, sr.StrOr("stream", 512, ShardStreamKey(m.key.stream, s.id)));
+    RSC_ASSIGN_OR_RETURN(s.completed, sr.BoolOr("completed", false));
     RSC_ASSIGN_OR_RETURN(s.owner, sr.Str("owner", kMaxId));
     RSC_ASSIGN_OR_RETURN(s.target, sr.Str("target", kMaxId));
     RSC_ASSIGN_OR_RETURN(s.revoke_since_ms, sr.Int("revokeSinceMs", 0, kMaxInt));
@@ -184,6 +203,7 @@ Result<GroupMetadata> AggregateFromJson(const bj::value& root) {
     RSC_ASSIGN_OR_RETURN(mm.leaving, mr.BoolOr("leaving", false));
     RSC_ASSIGN_OR_RETURN(mm.fenced, mr.BoolOr("fenced", false));
     RSC_ASSIGN_OR_RETURN(mm.shard_lease, mr.BoolOr("shardLease", false));
+    RSC_ASSIGN_OR_RETURN(mm.layout_v2, mr.BoolOr("layoutV2", false));
     m.members.push_back(std::move(mm));
   }
   RSC_ASSIGN_OR_RETURN(const bj::array* tombs, r.Arr("tombstones"));

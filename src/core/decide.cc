@@ -47,6 +47,12 @@ std::string_view EventKindName(EventKind k) {
       return "shard_assigned";
     case EventKind::kTargetChanged:
       return "target_changed";
+    case EventKind::kLayoutAdopted:
+      return "layout_adopted";
+    case EventKind::kParentCompleted:
+      return "parent_completed";
+    case EventKind::kParentReopened:
+      return "parent_reopened";
     case EventKind::kInvariantViolation:
       return "invariant_violation";
   }
@@ -82,8 +88,8 @@ VersionCheck CheckClientVersion(const GroupMetadata& m, int64_t version, const s
 MemberShards ShardsOf(const GroupMetadata& m, const MemberId& id) {
   MemberShards out;
   const std::string& me = id.str();
-  for (int32_t s = 0; s < m.shard_count; ++s) {
-    const ShardState& sh = m.shards[static_cast<size_t>(s)];
+  for (const ShardState& sh : m.shards) {
+    const int32_t s = sh.id;
     if (sh.owner == me && sh.target == me) {
       out.assigned.push_back(s);
     } else if (sh.owner == me) {
@@ -110,10 +116,10 @@ struct Work {
   }
 };
 
-bool DeclaresShardLease(const HeartbeatRequest& req) {
-  return std::find(req.features.begin(), req.features.end(), kFeatureShardLease) !=
-         req.features.end();
+bool Declares(const HeartbeatRequest& req, const char* feature) {
+  return std::find(req.features.begin(), req.features.end(), feature) != req.features.end();
 }
+bool DeclaresShardLease(const HeartbeatRequest& req) { return Declares(req, kFeatureShardLease); }
 
 bool IsBlocked(const GroupMetadata& m, int32_t shard) {
   if (!m.round) return false;
@@ -139,8 +145,8 @@ void RemoveMember(Work& w, const MemberId& id, Gone how) {
   const Member* mem = m.FindMember(id);
   if (!mem) return;
   AddTombstone(m, *mem, how, w.now);
-  for (int32_t s = 0; s < m.shard_count; ++s) {
-    ShardState& sh = m.shards[static_cast<size_t>(s)];
+  for (ShardState& sh : m.shards) {
+    const int32_t s = sh.id;
     if (sh.owner == id.str()) {
       sh.owner.clear();
       sh.taken_ms = 0;
@@ -173,7 +179,36 @@ void Settle(Work& w) {
   for (const Member& mem : m.members) {
     if (!mem.fenced && !mem.leaving) eligible.push_back(mem.id.str());
   }
-  std::vector<std::string> targets = ComputeTargets(m.shards, eligible);
+  // K3 balances the shards that can be assigned (RS3); shards waiting for their parents
+  // get targets of their own (shown as pendingShards) but are handed to nobody yet, and
+  // completed shards belong to no one.
+  const std::vector<bool> assignable = m.AssignableShards();
+  std::vector<std::string> targets;
+  if (std::all_of(assignable.begin(), assignable.end(), [](bool a) { return a; })) {
+    targets = ComputeTargets(m.shards, eligible);  // one generation, nothing completed
+  } else {
+    std::vector<ShardState> now_shards, later_shards;
+    std::vector<size_t> now_index, later_index;
+    for (size_t i = 0; i < m.shards.size(); ++i) {
+      if (assignable[i]) {
+        now_shards.push_back(m.shards[i]);
+        now_index.push_back(i);
+      } else if (!m.shards[i].completed) {
+        later_shards.push_back(m.shards[i]);
+        later_index.push_back(i);
+      }
+    }
+    targets.resize(m.shards.size());
+    const std::vector<std::string> now_targets = ComputeTargets(now_shards, eligible);
+    for (size_t k = 0; k < now_index.size(); ++k) targets[now_index[k]] = now_targets[k];
+    const std::vector<std::string> later_targets = ComputeTargets(later_shards, eligible);
+    for (size_t k = 0; k < later_index.size(); ++k) {
+      // A shard whose parent reopened (a failover lost the seal or acks) while a member read
+      // it is drained: its parent's redeliveries come first (RS3, RS4).
+      const bool owned = !m.shards[later_index[k]].owner.empty();
+      targets[later_index[k]] = owned ? std::string() : later_targets[k];
+    }
+  }
   bool target_changed = false;
   for (size_t s = 0; s < m.shards.size(); ++s) {
     if (m.shards[s].target != targets[s]) {
@@ -186,14 +221,16 @@ void Settle(Work& w) {
     w.Emit(EventKind::kTargetChanged, "", -1,
            fmt::format("assignmentEpoch {}", m.assignment_epoch.value()));
   }
-  for (int32_t s = 0; s < m.shard_count; ++s) {
-    ShardState& sh = m.shards[static_cast<size_t>(s)];
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    ShardState& sh = m.shards[i];
+    const int32_t s = sh.id;
     if (sh.owner.empty()) {  // a take ends with the ownership it was about (C8)
       sh.taken_ms = 0;
       sh.release_at_ms = 0;
     }
-    // K1: a free shard goes to its target; nothing else ever moves ownership forward.
-    if (sh.owner.empty() && !sh.target.empty() && !IsBlocked(m, s)) {
+    // K1: a free shard goes to its target; nothing else ever moves ownership forward. A
+    // shard whose parents have not completed for this group goes to nobody (RS3).
+    if (sh.owner.empty() && !sh.target.empty() && assignable[i] && !IsBlocked(m, s)) {
       sh.owner = sh.target;
       w.Emit(EventKind::kShardAssigned, sh.owner, s);
     }
@@ -250,8 +287,8 @@ void ApplyTime(Work& w, const Liveness& live) {
     RemoveMember(w, id, mem && mem->fenced ? Gone::kFenced : Gone::kExpired);
     w.Emit(EventKind::kMemberExpired, id.str());
   }
-  for (int32_t s = 0; s < m.shard_count; ++s) {
-    ShardState& sh = m.shards[static_cast<size_t>(s)];
+  for (ShardState& sh : m.shards) {
+    const int32_t s = sh.id;
     // C8: a taken shard is released once every grant on it has ended; Settle hands it on.
     if (sh.taken_ms != 0 && sh.release_at_ms <= w.now) {
       w.Emit(EventKind::kShardReleased, sh.owner, s, "taken shard released");
@@ -450,9 +487,18 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   std::sort(r.revoke_shards.begin(), r.revoke_shards.end());
   r.revoke_shards.erase(std::unique(r.revoke_shards.begin(), r.revoke_shards.end()),
                         r.revoke_shards.end());
-  for (int32_t s = 0; s < m.shard_count; ++s) {
-    const ShardState& st = m.shards[static_cast<size_t>(s)];
-    if (st.taken_ms != 0 && st.owner == mem.id.str()) r.taken_shards.push_back(s);
+  for (const ShardState& st : m.shards) {
+    if (st.taken_ms != 0 && st.owner == mem.id.str()) r.taken_shards.push_back(st.id);
+  }
+  // D2: keys of the named shards that are not {P:id} (generation >= 1).
+  std::vector<int32_t> named = r.assigned_shards;
+  named.insert(named.end(), r.pending_shards.begin(), r.pending_shards.end());
+  named.insert(named.end(), r.revoke_shards.begin(), r.revoke_shards.end());
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  for (int32_t id : named) {
+    const ShardState* st = m.FindShard(id);
+    if (st != nullptr && st->generation != 0) r.streams.push_back(RoutingShard{id, st->stream});
   }
   r.heartbeat_interval_ms = m.config.heartbeat_interval_ms;
   r.assignment_lease_ms = m.config.assignment_lease_ms;
@@ -460,7 +506,14 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
     r.status = HeartbeatStatus::kSyncMetadata;
   } else if (!r.revoke_shards.empty()) {
     r.status = HeartbeatStatus::kDrain;
-  } else if (!r.pending_shards.empty() || m.round) {
+  } else if (m.round ||
+             std::any_of(r.pending_shards.begin(), r.pending_shards.end(), [&](int32_t id) {
+               // RS3: a child waiting for its parents is listed as
+               // pending but leaves the status unchanged — the member
+               // must start reading the parents (C2 needs OK).
+               const ShardState* st = m.FindShard(id);
+               return st != nullptr && m.Assignable(*st);
+             })) {
     r.status = HeartbeatStatus::kRevokePending;
   } else {
     r.status = HeartbeatStatus::kOk;
@@ -569,8 +622,8 @@ void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<Revoking
   GroupMetadata& m = w.next;
   const auto current = [&](int64_t since) { return !regression && report_version >= since; };
   for (const RevokingReport& r : reps) {
-    if (r.state != RevokeState::kRevoked || r.shard < 0 || r.shard >= m.shard_count) continue;
-    ShardState& sh = m.shards[static_cast<size_t>(r.shard)];
+    if (r.state != RevokeState::kRevoked || m.FindShard(r.shard) == nullptr) continue;
+    ShardState& sh = *m.FindShard(r.shard);
     bool applied = false;
     if (sh.owner == id.str() && sh.target != id.str() && current(sh.revoke_version)) {
       sh.owner.clear();
@@ -607,8 +660,9 @@ std::vector<int32_t> Conflicts(const GroupMetadata& m, const MemberId& id,
   }
   std::vector<int32_t> out;
   for (int32_t s : held) {
-    if (s < 0 || s >= m.shard_count) continue;
-    if (m.shards[static_cast<size_t>(s)].owner != id.str()) out.push_back(s);
+    const ShardState* sh = m.FindShard(s);
+    if (sh == nullptr) continue;
+    if (sh->owner != id.str()) out.push_back(s);
   }
   return out;
 }
@@ -667,16 +721,18 @@ bool IsSteadyHeartbeat(const GroupMetadata& m, const Liveness& live, const Heart
     if (sh.taken_ms != 0 && sh.release_at_ms <= now) return false;  // a release is due
   }
   if (mem->shard_lease != DeclaresShardLease(req)) return false;  // the record changes
+  if (mem->layout_v2 != Declares(req, kFeatureLayoutV2)) return false;
   const std::string& me = req.member_id.str();
   for (const RevokingReport& r : req.revoking_shards) {
-    if (r.shard < 0 || r.shard >= m.shard_count) continue;
-    const ShardState& sh = m.shards[static_cast<size_t>(r.shard)];
-    if (r.state == RevokeState::kRevoked && sh.owner == me && sh.target != me) return false;
-    if (r.state == RevokeState::kDraining && sh.owner != me) return false;
+    const ShardState* sh = m.FindShard(r.shard);
+    if (sh == nullptr) continue;
+    if (r.state == RevokeState::kRevoked && sh->owner == me && sh->target != me) return false;
+    if (r.state == RevokeState::kDraining && sh->owner != me) return false;
   }
   for (int32_t s : req.owned_shards) {
-    if (s < 0 || s >= m.shard_count) continue;
-    if (m.shards[static_cast<size_t>(s)].owner != me) return false;
+    const ShardState* sh = m.FindShard(s);
+    if (sh == nullptr) continue;
+    if (sh->owner != me) return false;
   }
   return true;
 }
@@ -884,7 +940,10 @@ Decision<HeartbeatResponse> DecideHeartbeatFull(const GroupMetadata& stored, con
 
   // ── a live member's heartbeat (or join) ──
   w.liveness.set.emplace_back(req.member_id.str(), deadline);
-  if (Member* me = m.FindMember(req.member_id)) me->shard_lease = DeclaresShardLease(req);
+  if (Member* me = m.FindMember(req.member_id)) {
+    me->shard_lease = DeclaresShardLease(req);
+    me->layout_v2 = Declares(req, kFeatureLayoutV2);
+  }
   ApplyRevokedReports(w, req.member_id, req.revoking_shards, req.metadata_version, untrusted);
   plan.request = &req;
   if (regression) StartRoundIfNeeded(w);
@@ -912,6 +971,107 @@ Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, con
   return Commit<Unit>(stored, std::move(w), env, Unit{});
 }
 
+namespace {
+
+// The layout's non-retired shards become the group's: existing ones keep their state, new
+// ones start free (waiting for their parents), retired ones leave. Returns false when the
+// layout is behind the group (its ACTIVE generation is older than the group's).
+bool AdoptLayout(Work& w, const Layout& layout, int64_t layout_revision) {
+  GroupMetadata& m = w.next;
+  const Generation* active = layout.Active();
+  if (active == nullptr || active->generation < m.active_generation) return false;
+  std::vector<ShardState> shards;
+  for (const Generation& g : layout.generations) {
+    if (g.state == GenerationState::kRetired) continue;
+    for (const LayoutShard& ls : g.shards) {
+      ShardState sh;
+      if (const ShardState* old = m.FindShard(ls.id)) sh = *old;
+      sh.id = ls.id;
+      sh.generation = g.generation;
+      sh.stream = ls.stream;
+      shards.push_back(std::move(sh));
+    }
+  }
+  for (const ShardState& old : m.shards) {
+    const bool kept =
+        std::binary_search(shards.begin(), shards.end(), old,
+                           [](const ShardState& a, const ShardState& b) { return a.id < b.id; });
+    if (!kept && !old.owner.empty()) {
+      w.Emit(EventKind::kShardReleased, old.owner, old.id, "generation retired");
+    }
+  }
+  m.shards = std::move(shards);
+  m.active_generation = active->generation;
+  m.shard_count = static_cast<int32_t>(active->shards.size());
+  m.layout_revision = layout_revision;
+  if (m.round) {  // a blocker on a shard that left the group has nothing left to block
+    std::erase_if(m.round->blockers,
+                  [&](const Blocker& b) { return m.FindShard(b.shard.value()) == nullptr; });
+  }
+  w.Emit(
+      EventKind::kLayoutAdopted, "", -1,
+      fmt::format("layout revision {}, active generation {}", layout_revision, active->generation));
+  return true;
+}
+
+void RecordCompletions(Work& w, const std::vector<ShardCompletion>& completions) {
+  GroupMetadata& m = w.next;
+  for (const ShardCompletion& c : completions) {
+    ShardState* sh = m.FindShard(c.shard);
+    if (sh == nullptr || sh->generation >= m.active_generation || sh->completed == c.complete) {
+      continue;  // not a sealed shard of this group, or nothing new
+    }
+    sh->completed = c.complete;
+    if (c.complete) {
+      // Read to its end: no member has anything left to do on it (RS3).
+      if (!sh->owner.empty()) w.Emit(EventKind::kShardReleased, sh->owner, sh->id, "completed");
+      sh->owner.clear();
+      sh->target.clear();
+      sh->revoke_since_ms = 0;
+      sh->revoke_version = 0;
+      sh->taken_ms = 0;
+      sh->release_at_ms = 0;
+      w.Emit(EventKind::kParentCompleted, "", sh->id);
+    } else {
+      w.Emit(EventKind::kParentReopened, "", sh->id, "found incomplete again in Redis");
+    }
+  }
+}
+
+}  // namespace
+
+Status AdoptLayoutAtCreate(GroupMetadata& created, const Layout& layout, int64_t layout_revision) {
+  Work w{created, {}, {}, 0};
+  if (!AdoptLayout(w, layout, layout_revision)) {
+    return MakeError(ErrorCode::kMetadataUnreadable,
+                     "the stream's layout has no ACTIVE generation");
+  }
+  RSC_RETURN_IF_ERROR(CheckInvariants(w.next));
+  created = std::move(w.next);
+  return OkStatus();
+}
+
+Decision<Unit> DecideLayoutTick(const GroupMetadata& stored, const Liveness& live,
+                                const Layout& layout, int64_t layout_revision,
+                                const std::vector<ShardCompletion>& completions, const Env& env) {
+  Work w{stored, {}, {}, env.now_ms};
+  if (layout_revision != stored.layout_revision && !AdoptLayout(w, layout, layout_revision)) {
+    const Generation* active = layout.Active();
+    return {std::nullopt,
+            {},
+            MakeError(ErrorCode::kMetadataUnreadable,
+                      fmt::format("layout of stream '{}' (revision {}) is behind group {}: its "
+                                  "ACTIVE generation {} is older than the group's {} (RS6)",
+                                  layout.stream, layout_revision, stored.key.Tag(),
+                                  active ? active->generation : -1, stored.active_generation)),
+            {}};
+  }
+  RecordCompletions(w, completions);
+  ApplyTime(w, live);
+  Settle(w);
+  return Commit<Unit>(stored, std::move(w), env, Unit{});
+}
+
 Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,
                                         const std::string& observed_lineage, TimeMs now_ms) {
   Work w{stored, {}, {}, now_ms};
@@ -921,9 +1081,10 @@ Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t obs
   r.metadata_version = stored.version.value();
   r.lineage = stored.lineage;
   r.shard_count = stored.shard_count;
-  for (int32_t s = 0; s < stored.shard_count; ++s) {
-    r.shards.push_back(RoutingShard{s, ShardStreamKey(stored.key.stream, s)});
-  }
+  for (const ShardState* s : stored.ActiveShards())
+    r.shards.push_back(RoutingShard{s->id, s->stream});
+  r.generation = stored.active_generation;
+  r.layout_revision = stored.layout_revision;
   r.routing_lease_ms = stored.config.routing_lease_ms;
   r.refresh_interval_ms = stored.config.routing_refresh_ms;
   r.sync = NeedsSync(vc);
@@ -954,7 +1115,12 @@ Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env
   m.assignment_epoch = AssignmentEpoch(1);
   m.created_ms = env.now_ms;
   m.updated_ms = env.now_ms;
-  m.shards.resize(static_cast<size_t>(req.shard_count));
+  for (int32_t s = 0; s < req.shard_count; ++s) {
+    ShardState sh;
+    sh.id = s;
+    sh.stream = ShardStreamKey(req.stream, s);
+    m.shards.push_back(std::move(sh));
+  }
   if (over == CreateOver::kLostKey) {
     // The lost incarnation's clients may hold assignment leases granted just before the
     // loss (up to assignmentLeaseMs, < memberLeaseMs by K2). The round, like a restore's,
@@ -985,8 +1151,20 @@ Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& liv
                         fmt::format("shardCount must be at most {}", kMaxShards)),
               {}};
     }
+    if (m.active_generation != 0 || m.shards.size() != static_cast<size_t>(m.shard_count)) {
+      return {std::nullopt,
+              {},
+              MakeError(ErrorCode::kLayoutMismatch,
+                        "shardCount grows in place only for a stream that was never resharded"),
+              {}};
+    }
+    for (int32_t s = m.shard_count; s < n; ++s) {
+      ShardState sh;
+      sh.id = s;
+      sh.stream = ShardStreamKey(m.key.stream, s);
+      m.shards.push_back(std::move(sh));
+    }
     m.shard_count = n;
-    m.shards.resize(static_cast<size_t>(n));
   }
   if (req.config) {
     Status st = ValidateConfig(*req.config);
@@ -1145,11 +1323,10 @@ GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Li
     v.members.push_back(std::move(mv));
   }
   v.correction_round = m.round;
-  for (int32_t s = 0; s < m.shard_count; ++s) {
-    v.shards.push_back(RoutingShard{s, ShardStreamKey(m.key.stream, s)});
-    const ShardState& sh = m.shards[static_cast<size_t>(s)];
+  for (const ShardState& sh : m.shards) {
+    if (sh.generation == m.active_generation) v.shards.push_back(RoutingShard{sh.id, sh.stream});
     if (sh.taken_ms != 0) {
-      v.taken_shards.push_back(TakenShardView{s, sh.owner, sh.taken_ms, sh.release_at_ms});
+      v.taken_shards.push_back(TakenShardView{sh.id, sh.owner, sh.taken_ms, sh.release_at_ms});
     }
   }
   return v;

@@ -91,6 +91,11 @@ enum class EventKind {
   kShardReleased,
   kShardAssigned,
   kTargetChanged,
+  // SPEC §13: the group adopted a layout revision (detail: generations), a sealed shard
+  // was found read to its end for this group, or found incomplete again.
+  kLayoutAdopted,
+  kParentCompleted,
+  kParentReopened,
   // A decision's next state broke an invariant: nothing written, the group fails closed
   // (METADATA_UNREADABLE) and the process keeps serving the others. Detail: the invariant.
   kInvariantViolation,
@@ -124,6 +129,28 @@ Decision<HeartbeatResponse> DecideHeartbeatFullForTest(const GroupMetadata& stor
 // Periodic maintenance: expiry, rebalance-timeout fencing, blocker expiry, round
 // completion. Response is Unit; `next` set only when something changed.
 Decision<Unit> DecideTick(const GroupMetadata& stored, const Liveness& live, const Env& env);
+
+// What the coordinator found in Redis about a sealed shard for this group (RS3): complete
+// when its Redis consumer group delivered the seal and has nothing pending.
+struct ShardCompletion {
+  int32_t shard = 0;
+  bool complete = false;
+};
+
+// A stream-driven pass over one group (SPEC §13, docs/design/resharding.md): adopts
+// `layout` at `layout_revision` when the group has not (new generations' shards are added,
+// waiting for their parents; retired generations' shards removed; the ACTIVE generation
+// becomes the one routing names), records `completions` of shards of sealed generations,
+// then applies time and settles like a tick. A layout whose ACTIVE generation is older than
+// the group's is not adopted (it is behind the streams, RS6): kLayoutAdopted is not emitted
+// and the error names it, nothing is written.
+Decision<Unit> DecideLayoutTick(const GroupMetadata& stored, const Liveness& live,
+                                const Layout& layout, int64_t layout_revision,
+                                const std::vector<ShardCompletion>& completions, const Env& env);
+
+// A group being created takes its stream's layout as it is (RS5: every unretired
+// generation, oldest first) — part of the create, so no version of its own.
+Status AdoptLayoutAtCreate(GroupMetadata& created, const Layout& layout, int64_t layout_revision);
 
 // Producer routing refresh (§5.1). Never writes (I3); `sync` per R5.1.
 Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,

@@ -81,6 +81,29 @@ Status CheckLayoutInvariants(const Layout& l) {
                              kMaxShards));
     }
     if (g.state == GenerationState::kActive) ++active;
+    // Oldest first: RETIRED ones, SEALED ones, the ACTIVE one, at most one PREPARING.
+    auto rank = [](GenerationState st) {
+      switch (st) {
+        case GenerationState::kRetired:
+          return 0;
+        case GenerationState::kSealed:
+          return 1;
+        case GenerationState::kActive:
+          return 2;
+        case GenerationState::kPreparing:
+          return 3;
+      }
+      return 3;
+    };
+    if (i > 0 && (rank(g.state) < rank(l.generations[i - 1].state) ||
+                  (g.state == GenerationState::kPreparing &&
+                   l.generations[i - 1].state == GenerationState::kPreparing))) {
+      return bad(
+          fmt::format("generation {} is {} after a {} one (states go RETIRED, SEALED, "
+                      "ACTIVE, PREPARING)",
+                      g.generation, GenerationStateName(g.state),
+                      GenerationStateName(l.generations[i - 1].state)));
+    }
     for (const LayoutShard& s : g.shards) {
       if (s.id <= last_id) {
         return bad(
@@ -228,6 +251,86 @@ Result<std::optional<Layout>> DecideGrowGeneration0(const Layout& stored, const 
     next.generations.front().shards.push_back({s, ShardStreamKey(stored.stream, s)});
   }
   return std::optional<Layout>{std::move(next)};
+}
+
+Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
+                             const std::function<std::string(int32_t id)>& key_for,
+                             const std::string& fresh_lineage) {
+  if (shard_count < 1 || shard_count > kMaxShards) {
+    return MakeError(ErrorCode::kInvalidRequest,
+                     fmt::format("shardCount must be between 1 and {}", kMaxShards));
+  }
+  size_t unretired = 0;
+  for (const Generation& g : stored.generations) {
+    if (g.state == GenerationState::kPreparing) {
+      return MakeError(ErrorCode::kReshardInProgress,
+                       fmt::format("stream '{}': generation {} is still PREPARING (its parents "
+                                   "are being sealed); wait for it to become ACTIVE",
+                                   stored.stream, g.generation));
+    }
+    if (g.state != GenerationState::kRetired) ++unretired;
+  }
+  if (unretired >= kMaxUnretiredGenerations) {
+    return MakeError(ErrorCode::kReshardInProgress,
+                     fmt::format("stream '{}' has {} generations not yet retired (at most {}): "
+                                 "a group has not read the oldest to its end (see the stream "
+                                 "view and the runbook)",
+                                 stored.stream, unretired, kMaxUnretiredGenerations));
+  }
+  const Generation& last = stored.generations.back();
+  int64_t next_id = last.shards.back().id + int64_t{1};
+  if (next_id + shard_count > INT32_MAX) {
+    return MakeError(ErrorCode::kInvalidRequest, "shard ids of this stream are exhausted");
+  }
+  Layout next = Bumped(stored, fresh_lineage);
+  Generation g;
+  g.generation = last.generation + 1;
+  g.state = GenerationState::kPreparing;
+  for (int32_t i = 0; i < shard_count; ++i) {
+    const auto id = static_cast<int32_t>(next_id + i);
+    g.shards.push_back({id, key_for(id)});
+  }
+  next.generations.push_back(std::move(g));
+  RSC_RETURN_IF_ERROR(CheckLayoutInvariants(next));
+  return next;
+}
+
+std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fresh_lineage) {
+  Layout next = Bumped(stored, fresh_lineage);
+  bool found = false;
+  for (Generation& g : next.generations) {
+    if (g.state == GenerationState::kPreparing) found = true;
+  }
+  if (!found) return std::nullopt;
+  for (Generation& g : next.generations) {
+    if (g.state == GenerationState::kActive) {
+      g.state = GenerationState::kSealed;
+    } else if (g.state == GenerationState::kPreparing) {
+      g.state = GenerationState::kActive;
+    }
+  }
+  return next;
+}
+
+std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation,
+                                   const std::string& fresh_lineage) {
+  Layout next = Bumped(stored, fresh_lineage);
+  for (Generation& g : next.generations) {
+    if (g.generation == generation && g.state == GenerationState::kSealed) {
+      g.state = GenerationState::kRetired;
+      return next;
+    }
+  }
+  return std::nullopt;
+}
+
+const Generation* GenerationOf(const Layout& l, int32_t shard_id) {
+  for (const Generation& g : l.generations) {
+    if (!g.shards.empty() && shard_id >= g.shards.front().id && shard_id <= g.shards.back().id) {
+      return &g;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace rsc

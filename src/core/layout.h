@@ -9,6 +9,7 @@
 // its generation 0 derived from its groups. Resharding (generation 1 and later) builds on it.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@ namespace rsc {
 inline constexpr int kLayoutSchemaVersion = 1;
 // Groups one stream may have (the layout lists them all).
 inline constexpr size_t kMaxGroupsPerStream = 1024;
+// Generations not yet RETIRED a stream may have (RS5): a reshard beyond is refused with
+// RESHARD_IN_PROGRESS until the oldest retires.
+inline constexpr size_t kMaxUnretiredGenerations = 4;
 
 enum class GenerationState { kPreparing, kActive, kSealed, kRetired };
 std::string_view GenerationStateName(GenerationState s);
@@ -106,5 +110,26 @@ std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string&
 Result<std::optional<Layout>> DecideGrowGeneration0(const Layout& stored, const std::string& group,
                                                     int32_t shard_count,
                                                     const std::string& fresh_lineage);
+
+// RS1: a new generation of `shard_count` shards in state PREPARING, with ids above every id
+// the layout holds (ids of generations already dropped were lower still) and keys from
+// `key_for(id)` (ShardStreamKey on one server; the cluster picks tagged keys, D2). Refused:
+// a count outside 1..kMaxShards (INVALID_REQUEST); a generation still PREPARING or
+// kMaxUnretiredGenerations unretired ones (RESHARD_IN_PROGRESS).
+Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
+                             const std::function<std::string(int32_t id)>& key_for,
+                             const std::string& fresh_lineage);
+
+// RS2, once every shard of the ACTIVE generation is sealed: the PREPARING generation becomes
+// ACTIVE and the ACTIVE one SEALED. nullopt when no generation is PREPARING.
+std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fresh_lineage);
+
+// RS5: the SEALED `generation`, complete for every group, becomes RETIRED. nullopt when it
+// is not SEALED (already retired, or never sealed).
+std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation,
+                                   const std::string& fresh_lineage);
+
+// The generation a shard id belongs to, or nullptr.
+const Generation* GenerationOf(const Layout& l, int32_t shard_id);
 
 }  // namespace rsc

@@ -150,6 +150,48 @@ const Tombstone* GroupMetadata::FindTombstone(const MemberId& id) const {
   return nullptr;
 }
 
+const ShardState* GroupMetadata::FindShard(int32_t id) const {
+  auto it = std::lower_bound(shards.begin(), shards.end(), id,
+                             [](const ShardState& s, int32_t k) { return s.id < k; });
+  return it != shards.end() && it->id == id ? &*it : nullptr;
+}
+
+ShardState* GroupMetadata::FindShard(int32_t id) {
+  return const_cast<ShardState*>(std::as_const(*this).FindShard(id));
+}
+
+bool GroupMetadata::Assignable(const ShardState& s) const {
+  if (s.completed) return false;
+  for (const ShardState& o : shards) {
+    if (o.generation >= s.generation) break;  // ascending id orders generations too
+    if (!o.completed) return false;
+  }
+  return true;
+}
+
+std::vector<bool> GroupMetadata::AssignableShards() const {
+  std::vector<bool> out(shards.size());
+  bool earlier_incomplete = false;  // some shard of a lower generation is not completed
+  bool current_incomplete = false;  // ... of the generation being walked
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (i > 0 && shards[i].generation != shards[i - 1].generation) {
+      earlier_incomplete = earlier_incomplete || current_incomplete;
+      current_incomplete = false;
+    }
+    out[i] = !shards[i].completed && !earlier_incomplete;
+    current_incomplete = current_incomplete || !shards[i].completed;
+  }
+  return out;
+}
+
+std::vector<const ShardState*> GroupMetadata::ActiveShards() const {
+  std::vector<const ShardState*> out;
+  for (const ShardState& s : shards) {
+    if (s.generation == active_generation) out.push_back(&s);
+  }
+  return out;
+}
+
 std::string ShardStreamKey(const std::string& stream, int32_t shard) {
   return fmt::format("{{{}:{}}}", stream, shard);
 }
@@ -160,9 +202,42 @@ Status CheckInvariants(const GroupMetadata& m) {
   };
   if (m.shard_count < 1) return bad(fmt::format("shardCount {} < 1", m.shard_count));
   RSC_RETURN_IF_ERROR(CheckBounds(m));
-  if (static_cast<int64_t>(m.shards.size()) != m.shard_count) {
-    return bad(
-        fmt::format("shards has {} entries, shardCount is {}", m.shards.size(), m.shard_count));
+  if (m.shards.size() > static_cast<size_t>(kMaxShardsPerGroup)) {
+    return bad(fmt::format("{} shards, at most {}", m.shards.size(), kMaxShardsPerGroup));
+  }
+  if (m.layout_revision < 0 || m.layout_revision > kMaxCounter) {
+    return bad(fmt::format("layoutRevision {} out of range", m.layout_revision));
+  }
+  int64_t active = 0;
+  bool ordered = true;
+  for (size_t i = 1; i < m.shards.size(); ++i) {
+    ordered = ordered && m.shards[i - 1].id < m.shards[i].id &&
+              m.shards[i - 1].generation <= m.shards[i].generation;
+  }
+  const std::vector<bool> assignable = ordered ? m.AssignableShards() : std::vector<bool>();
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardState& sh = m.shards[i];
+    if (sh.id < 0 || (i > 0 && sh.id <= m.shards[i - 1].id)) {
+      return bad(fmt::format("shards[{}] id {} is not ascending", i, sh.id));
+    }
+    // A generation above the active one is a PREPARING one, adopted before it is written.
+    if (sh.generation < 0 || (i > 0 && sh.generation < m.shards[i - 1].generation)) {
+      return bad(fmt::format("shard {} generation {} is out of order (active generation {})", sh.id,
+                             sh.generation, m.active_generation));
+    }
+    if (sh.stream.empty()) return bad(fmt::format("shard {} has no stream key", sh.id));
+    if (sh.generation == m.active_generation) ++active;
+    if (sh.completed &&
+        (sh.generation >= m.active_generation || !sh.owner.empty() || !sh.target.empty())) {
+      return bad(fmt::format("shard {} is completed but active, owned or targeted", sh.id));
+    }
+    if (ordered && !assignable[i] && !sh.owner.empty() && sh.owner == sh.target) {
+      return bad(fmt::format("shard {} is granted before its parents completed (RS3)", sh.id));
+    }
+  }
+  if (active != m.shard_count) {
+    return bad(fmt::format("the active generation {} has {} shards, shardCount is {}",
+                           m.active_generation, active, m.shard_count));
   }
   for (size_t i = 0; i < m.members.size(); ++i) {
     if (m.members[i].id.empty()) return bad("member with empty id");
@@ -171,8 +246,8 @@ Status CheckInvariants(const GroupMetadata& m) {
     }
     if (m.members[i].epoch.value() < 1) return bad("member epoch < 1: " + m.members[i].id.str());
   }
-  for (size_t s = 0; s < m.shards.size(); ++s) {
-    const ShardState& sh = m.shards[s];
+  for (const ShardState& sh : m.shards) {
+    const int32_t s = sh.id;
     if (!sh.owner.empty() && !m.FindMember(MemberId(sh.owner))) {
       return bad(fmt::format("shard {} owner {} is not a member", s, sh.owner));
     }
@@ -219,8 +294,8 @@ Status CheckInvariants(const GroupMetadata& m) {
   }
   if (m.round) {
     for (const Blocker& b : m.round->blockers) {
-      if (b.shard.value() < 0 || b.shard.value() >= m.shard_count) {
-        return bad(fmt::format("blocker shard {} out of range", b.shard.value()));
+      if (m.FindShard(b.shard.value()) == nullptr) {
+        return bad(fmt::format("blocker shard {} is not a shard of the group", b.shard.value()));
       }
       if (b.since_version > m.version.value()) {
         return bad(fmt::format("blocker sinceVersion {} > metadataVersion", b.since_version));

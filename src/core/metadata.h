@@ -25,8 +25,10 @@ inline constexpr size_t kLineageWindow = 64;
 inline constexpr size_t kTombstoneLimit = 256;
 // Minimum gap between assignmentLeaseMs and memberLeaseMs (K2's safety margin).
 inline constexpr int64_t kMinLeaseMarginMs = 1000;
-// Largest shard count a group may have.
+// Largest shard count a group (a generation) may have.
 inline constexpr int32_t kMaxShards = 4096;
+// Largest number of shards a group's record holds over all its unretired generations.
+inline constexpr int32_t kMaxShardsPerGroup = 4 * kMaxShards;
 // Largest value any stored counter (metadataVersion, lineage versions, assignmentEpoch,
 // member and tombstone epochs, round ids, the hash's revision) may hold: 2^53 - 1, the
 // largest integer every JSON reader (and Lua, whose numbers are doubles) represents
@@ -58,6 +60,19 @@ Status ValidateConfig(const GroupConfig& c);
 // target is handed to the target in the same write unless a correction-round blocker
 // holds it (K1).
 struct ShardState {
+  // The shard's id (SPEC D2): unique per stream across generations. Records from before
+  // generations have no id field and list shards 0..N-1 in order.
+  int32_t id = 0;
+  // The layout generation the shard belongs to (SPEC D1), and its Redis key as the layout
+  // names it (clients read it from answers, never compute it).
+  int32_t generation = 0;
+  std::string stream;
+  // RS3: this group has read the sealed shard to its end (its Redis consumer group delivered
+  // the seal and has nothing pending), judged in Redis by the coordinator. A completed
+  // shard has no owner and no target; the next generation's shards are assigned only once
+  // every shard of the earlier generations is completed. A re-check that finds it
+  // incomplete again (a failover lost the seal or acks) reopens it.
+  bool completed = false;
   std::string owner;
   std::string target;
   TimeMs revoke_since_ms = 0;
@@ -89,6 +104,9 @@ struct Member {
   // a shard it keeps draining past rebalanceTimeoutMs is taken from it alone; without the
   // feature the member is fenced (v1).
   bool shard_lease = false;
+  // Its latest accepted heartbeat declared `layout-v2` (SPEC D5): it skips seal entries and
+  // reports completedShards. A reshard is refused while a live member lacks it.
+  bool layout_v2 = false;
   bool operator==(const Member&) const = default;
 };
 
@@ -154,7 +172,13 @@ struct GroupMetadata {
   AssignmentEpoch assignment_epoch;           // +1 whenever any shard's target changes (K3)
   TimeMs created_ms = 0;
   TimeMs updated_ms = 0;
-  std::vector<ShardState> shards;     // size == shard_count
+  // Every shard of the group's adopted, non-retired generations, ascending id (which also
+  // orders them by generation). shard_count is the size of the ACTIVE generation.
+  std::vector<ShardState> shards;
+  // The generation producers write (the layout's ACTIVE one, as adopted) and the layout
+  // revision the group last adopted (0: never, a record from before layouts).
+  int32_t active_generation = 0;
+  int64_t layout_revision = 0;
   std::vector<Member> members;        // sorted by id
   std::vector<Tombstone> tombstones;  // oldest first, at most kTombstoneLimit
   std::optional<CorrectionRound> round;
@@ -164,10 +188,21 @@ struct GroupMetadata {
   const Member* FindMember(const MemberId& id) const;
   Member* FindMember(const MemberId& id);
   const Tombstone* FindTombstone(const MemberId& id) const;
+  // The shard with this id, or nullptr.
+  const ShardState* FindShard(int32_t id) const;
+  ShardState* FindShard(int32_t id);
+  // RS3: a shard may be given to a member — it is not completed, and every shard of an
+  // earlier generation is.
+  bool Assignable(const ShardState& s) const;
+  // The same for every shard at once, in `shards` order (one pass).
+  std::vector<bool> AssignableShards() const;
+  // The ACTIVE generation's shards in id order (the routing hash picks a position, D4).
+  std::vector<const ShardState*> ActiveShards() const;
 };
 
-// The Redis stream key of shard `s` of stream `P`: one hash tag per shard so shards
-// spread across cluster slots (R2.5). Clients read it from routing, never compute it.
+// The Redis stream key of shard `s` of generation 0 (and of v1 streams): one hash tag per
+// shard so shards spread across cluster slots (R2.5). Later generations' keys come from the
+// layout. Clients read keys from routing and answers, never compute them.
 std::string ShardStreamKey(const std::string& stream, int32_t shard);
 
 // Structural invariants every stored aggregate satisfies (used by the codec on load,

@@ -24,6 +24,9 @@ struct RevokingReport {
 // The client feature of per-shard leases for draining shards (docs/protocol.md C8): a shard
 // it keeps draining past rebalanceTimeoutMs is taken from it alone, not the whole member.
 inline constexpr const char* kFeatureShardLease = "shard-lease";
+// The client implements SPEC §13 (D5): seal entries are never handed to the application and
+// completed sealed shards are reported in completedShards.
+inline constexpr const char* kFeatureLayoutV2 = "layout-v2";
 
 struct HeartbeatRequest {
   MemberId member_id;
@@ -43,6 +46,12 @@ struct HeartbeatRequest {
   bool operator==(const HeartbeatRequest&) const = default;
 };
 
+struct RoutingShard {
+  int32_t id = 0;
+  std::string stream;
+  bool operator==(const RoutingShard&) const = default;
+};
+
 enum class HeartbeatStatus { kOk, kRevokePending, kDrain, kSyncMetadata };
 std::string_view HeartbeatStatusName(HeartbeatStatus s);
 
@@ -59,15 +68,12 @@ struct HeartbeatResponse {
   // Shards taken from this member (stuck past rebalanceTimeoutMs, C8): this answer renews
   // no grant on them, whatever other list also names them. Omitted from the JSON when empty.
   std::vector<int32_t> taken_shards;
+  // SPEC D2: the Redis key of every shard named above whose key is not the generation-0 one
+  // ({P:id}); ascending id. Omitted from the JSON when empty (a stream never resharded).
+  std::vector<RoutingShard> streams;
   int64_t heartbeat_interval_ms = 0;
   int64_t assignment_lease_ms = 0;
   bool operator==(const HeartbeatResponse&) const = default;
-};
-
-struct RoutingShard {
-  int32_t id = 0;
-  std::string stream;
-  bool operator==(const RoutingShard&) const = default;
 };
 
 inline constexpr const char* kRoutingHashName = "jump-xxh64";
@@ -81,6 +87,10 @@ struct RoutingResponse {
   int64_t routing_lease_ms = 0;
   int64_t refresh_interval_ms = 0;
   bool sync = false;
+  // SPEC D4: the layout generation these shards are, and the layout revision the group had
+  // adopted (0: none yet). Informational for clients; routing is by `shards`.
+  int32_t generation = 0;
+  int64_t layout_revision = 0;
   bool operator==(const RoutingResponse&) const = default;
 };
 
@@ -132,6 +142,12 @@ struct GroupView {
   std::optional<CorrectionRound> correction_round;
   std::vector<RoutingShard> shards;
   std::vector<TakenShardView> taken_shards;  // "takenShards", omitted when empty
+};
+
+// POST /v1/streams/{P}/reshard (SPEC RS1).
+struct ReshardRequest {
+  int64_t expected_layout_revision = 0;
+  int32_t shard_count = 0;
 };
 
 // GET /v1/streams/{P} (SPEC D4): the stream's layout and the revision of its hash.

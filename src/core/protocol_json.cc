@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bitset>
 #include <boost/json.hpp>
+#include <charconv>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -688,6 +689,11 @@ std::string SerializeHeartbeatResponse(const HeartbeatResponse& resp) {
                  {"heartbeatIntervalMs", resp.heartbeat_interval_ms},
                  {"assignmentLeaseMs", resp.assignment_lease_ms}};
   if (!resp.taken_shards.empty()) o["takenShards"] = ShardArray(resp.taken_shards);
+  if (!resp.streams.empty()) {
+    json::object keys;
+    for (const RoutingShard& s : resp.streams) keys[std::to_string(s.id)] = s.stream;
+    o["streams"] = std::move(keys);
+  }
   return Serialize(o);
 }
 
@@ -718,6 +724,25 @@ Result<HeartbeatResponse> ParseHeartbeatResponse(std::string_view body) {
     resp.pending_shards = ReadShardList(r, o, "pendingShards", "");
     resp.revoke_shards = ReadShardList(r, o, "revokeShards", "");
     if (o.contains("takenShards")) resp.taken_shards = ReadShardList(r, o, "takenShards", "");
+    if (const json::value* keys = r.Find(o, "streams", "", false)) {
+      if (!keys->is_object()) {
+        r.Fail("streams", "must be an object of shard id to key");
+      } else {
+        for (const auto& kv : keys->get_object()) {
+          int32_t id = -1;
+          const std::string_view name = kv.key();
+          auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), id);
+          if (ec != std::errc() || p != name.data() + name.size() || id < 0 ||
+              !kv.value().is_string() || kv.value().get_string().empty()) {
+            r.Fail("streams", "must map shard ids to non-empty keys");
+            break;
+          }
+          resp.streams.push_back({id, std::string(kv.value().get_string())});
+        }
+        std::sort(resp.streams.begin(), resp.streams.end(),
+                  [](const RoutingShard& a, const RoutingShard& b) { return a.id < b.id; });
+      }
+    }
     resp.heartbeat_interval_ms =
         r.Int(o, "heartbeatIntervalMs", "", 0, kInt64Max, true).value_or(0);
     resp.assignment_lease_ms = r.Int(o, "assignmentLeaseMs", "", 0, kInt64Max, true).value_or(0);
@@ -734,7 +759,9 @@ std::string SerializeRoutingResponse(const RoutingResponse& resp) {
                                 {"hash", resp.hash},
                                 {"routingLeaseMs", resp.routing_lease_ms},
                                 {"refreshIntervalMs", resp.refresh_interval_ms},
-                                {"sync", resp.sync}});
+                                {"sync", resp.sync},
+                                {"generation", resp.generation},
+                                {"layoutRevision", resp.layout_revision}});
 }
 
 Result<RoutingResponse> ParseRoutingResponse(std::string_view body) {
@@ -753,6 +780,10 @@ Result<RoutingResponse> ParseRoutingResponse(std::string_view body) {
     resp.routing_lease_ms = r.Int(o, "routingLeaseMs", "", 0, kInt64Max, true).value_or(0);
     resp.refresh_interval_ms = r.Int(o, "refreshIntervalMs", "", 0, kInt64Max, true).value_or(0);
     resp.sync = r.Bool(o, "sync", "", true).value_or(false);
+    // Absent from coordinators before layouts (SPEC D4).
+    resp.generation =
+        static_cast<int32_t>(r.Int(o, "generation", "", 0, INT32_MAX, false).value_or(0));
+    resp.layout_revision = r.Int(o, "layoutRevision", "", 0, kInt64Max, false).value_or(0);
     if (!r.ok()) return r.error();
     return resp;
   });
@@ -833,6 +864,27 @@ std::string SerializeGroupList(const std::vector<GroupKey>& groups) {
   for (const GroupKey& k : groups)
     a.push_back(json::object{{"stream", k.stream}, {"group", k.group}});
   return Serialize(json::object{{"groups", std::move(a)}});
+}
+
+Result<ReshardRequest> ParseReshardRequest(std::string_view body) {
+  return Guarded<ReshardRequest>(ErrorCode::kInvalidRequest, [&]() -> Result<ReshardRequest> {
+    auto doc = ParseDocument(body, ErrorCode::kInvalidRequest);
+    if (!doc.ok()) return doc.error();
+    const json::object& o = doc->get_object();
+    Reader r(ErrorCode::kInvalidRequest);
+    ReshardRequest req;
+    req.expected_layout_revision =
+        r.Int(o, "expectedLayoutRevision", "", 1, kInt64Max, true).value_or(0);
+    req.shard_count =
+        static_cast<int32_t>(r.Int(o, "shardCount", "", 1, kMaxShardCount, true).value_or(0));
+    if (!r.ok()) return r.error();
+    return req;
+  });
+}
+
+std::string SerializeReshardRequest(const ReshardRequest& req) {
+  return Serialize(json::object{{"expectedLayoutRevision", req.expected_layout_revision},
+                                {"shardCount", req.shard_count}});
 }
 
 std::string SerializeStreamView(const StreamView& view) {

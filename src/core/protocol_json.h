@@ -109,6 +109,8 @@ Result<GroupView> ParseGroupView(std::string_view body);
 
 // GET /v1/groups: {"groups": [{"stream": P, "group": G}, ...]}.
 std::string SerializeGroupList(const std::vector<GroupKey>& groups);
+Result<ReshardRequest> ParseReshardRequest(std::string_view body);
+std::string SerializeReshardRequest(const ReshardRequest& req);
 // GET /v1/streams/{P}: the layout's fields (layout_codec.h) plus "revision".
 std::string SerializeStreamView(const StreamView& view);
 Result<StreamView> ParseStreamView(std::string_view body);

@@ -26,6 +26,10 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "REVISION_CONFLICT";
     case ErrorCode::kLayoutMismatch:
       return "LAYOUT_MISMATCH";
+    case ErrorCode::kReshardInProgress:
+      return "RESHARD_IN_PROGRESS";
+    case ErrorCode::kClientsTooOld:
+      return "CLIENTS_TOO_OLD";
     case ErrorCode::kPayloadTooLarge:
       return "PAYLOAD_TOO_LARGE";
     case ErrorCode::kRequestTimeout:
@@ -65,6 +69,8 @@ int HttpStatus(ErrorCode code) {
     case ErrorCode::kGroupExists:
     case ErrorCode::kRevisionConflict:
     case ErrorCode::kLayoutMismatch:
+    case ErrorCode::kReshardInProgress:
+    case ErrorCode::kClientsTooOld:
       return 409;
     case ErrorCode::kPayloadTooLarge:
       return 413;

@@ -24,6 +24,8 @@ enum class ErrorCode {
   kGroupExists,             // 409: create on an existing group
   kRevisionConflict,        // 409: admin expectedRevision mismatch (I4)
   kLayoutMismatch,          // 409: the request contradicts the stream's layout (D3)
+  kReshardInProgress,       // 409: a reshard is still preparing, or too many generations
+  kClientsTooOld,           // 409: a live member does not implement layout-v2 (D5)
   kPayloadTooLarge,         // 413
   kRequestTimeout,          // 408: the body did not arrive in time; nothing was processed
   kInternal,                // 500: a bug; logged

@@ -253,6 +253,13 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeStreamView(*v));
     }
+    case Route::kReshard: {
+      auto body = ParseReshardRequest(req.body);
+      if (!body.ok()) return Outcome::Fail(body.error());
+      auto v = api_.Reshard(m.key.stream, body->expected_layout_revision, body->shard_count);
+      if (!v.ok()) return Outcome::Fail(v.error());
+      return Outcome::Ok(200, SerializeStreamView(*v));
+    }
     case Route::kHealthz:
       return Outcome::Ok(200, R"({"status":"ok"})");
     case Route::kReadyz: {

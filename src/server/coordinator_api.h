@@ -41,6 +41,11 @@ class CoordinatorApi {
   virtual Result<StreamView> DescribeStream(const std::string& stream) {
     return MakeError(ErrorCode::kStreamNotFound, "stream '" + stream + "' not found");
   }
+  // POST /v1/streams/{P}/reshard (SPEC RS1). The default refuses (test doubles).
+  virtual Result<StreamView> Reshard(const std::string& stream, int64_t /*expected_revision*/,
+                                     int32_t /*shard_count*/) {
+    return MakeError(ErrorCode::kStreamNotFound, "stream '" + stream + "' not found");
+  }
   // /readyz: Redis reachable and compatible (not terminating is checked by the server).
   virtual Status Ready() = 0;
 };

@@ -271,18 +271,26 @@ Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
   // D3: the group is registered in its stream's layout before its key exists, and takes
   // the layout's shard count. Bad names, counts and configs are refused before that.
   CreateGroupRequest create = req;
+  std::optional<StoredLayout> layout;
   if (IsValidStreamName(req.stream) && IsValidGroupName(req.group)) {
     if (req.shard_count < 0 || req.shard_count > kMaxShards) {
       return MakeError(ErrorCode::kInvalidRequest,
                        fmt::format("shardCount must be between 1 and {}", kMaxShards));
     }
     RSC_RETURN_IF_ERROR(ValidateConfig(req.config));
-    RSC_ASSIGN_OR_RETURN(create.shard_count,
-                         layouts_.AddGroup(req.stream, req.group, req.shard_count, req.config));
+    layout.emplace();
+    RSC_ASSIGN_OR_RETURN(
+        create.shard_count,
+        layouts_.AddGroup(req.stream, req.group, req.shard_count, req.config, &*layout));
   }
   RSC_ASSIGN_OR_RETURN(
       GroupMetadata meta,
       DecideCreate(create, Env{now, tokens_.NewToken(), tokens_.NewToken()}, over));
+  if (layout) {
+    // RS5: a group created after a reshard reads every unretired generation, oldest first:
+    // it takes the layout's shards (ids, keys) before its key is written.
+    RSC_RETURN_IF_ERROR(AdoptLayoutAtCreate(meta, layout->layout, layout->revision.value()));
+  }
   RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Create(meta, now));
   if (meta.round) {
     observer_.OnEvents(meta.key,
@@ -413,6 +421,189 @@ Result<StreamView> GroupService::DescribeStream(const std::string& stream) {
                      fmt::format("stream '{}' has no layout and no groups", stream));
   }
   return StreamView{stored->revision.value(), std::move(stored->layout)};
+}
+
+Status GroupService::CheckClientsSupportLayouts(const Layout& l) {
+  const TimeMs now = clock_.NowMs();
+  for (const std::string& group : l.groups) {
+    const GroupKey key{l.stream, group};
+    auto loaded = store_.Load(key, now);
+    if (!loaded.ok()) {
+      if (loaded.error().code == ErrorCode::kGroupNotFound) continue;  // listed, never created
+      return loaded.error();
+    }
+    RSC_ASSIGN_OR_RETURN(Liveness live, store_.LoadAllLiveness(key));
+    for (const Member& m : loaded->meta->members) {
+      auto it = live.deadline_ms.find(m.id.str());
+      const bool live_member = it != live.deadline_ms.end() && it->second > now;
+      if (live_member && !m.fenced && !m.layout_v2) {
+        return MakeError(ErrorCode::kClientsTooOld,
+                         fmt::format("member {} of group {} does not implement layout-v2 "
+                                     "(SPEC D5): it would hand seal entries to its application "
+                                     "and never complete a parent; upgrade it first",
+                                     m.id.str(), group));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expected_revision,
+                                         int32_t shard_count) {
+  if (options_.streams == nullptr) {
+    return MakeError(ErrorCode::kInvalidRequest, "this coordinator cannot reshard");
+  }
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, layouts_.Load(stream));
+  if (!stored) {
+    return MakeError(ErrorCode::kStreamNotFound,
+                     fmt::format("stream '{}' has no layout and no groups", stream));
+  }
+  if (stored->revision.value() != expected_revision) {
+    return MakeError(ErrorCode::kRevisionConflict,
+                     fmt::format("expectedLayoutRevision {} but the layout is at revision {}",
+                                 expected_revision, stored->revision.value()));
+  }
+  RSC_RETURN_IF_ERROR(CheckClientsSupportLayouts(stored->layout));
+  const std::string& p = stream;
+  RSC_ASSIGN_OR_RETURN(Layout next,
+                       DecideReshard(
+                           stored->layout, shard_count,
+                           [&p](int32_t id) { return ShardStreamKey(p, id); }, tokens_.NewToken()));
+  auto cas = store_.CompareAndSetLayout(stream, stored->revision, next, clock_.NowMs());
+  if (!cas.ok()) return cas.error();
+  if (!cas->applied) {
+    return MakeError(ErrorCode::kRevisionConflict,
+                     fmt::format("the layout moved to revision {} meanwhile; re-read it",
+                                 cas->revision.value()));
+  }
+  observer_.OnEvents(GroupKey{stream, ""},
+                     {Event{EventKind::kLayoutAdopted, "", -1,
+                            fmt::format("reshard_started: generation {} of {} shards",
+                                        next.generations.back().generation, shard_count)}});
+  // Move it forward at once rather than at the next tick; a failure here is retried there.
+  (void)StreamTick(stream);
+  return DescribeStream(stream);
+}
+
+Status GroupService::PrepareGeneration(const Layout& l) {
+  bool preparing = false;
+  for (const Generation& g : l.generations) {
+    preparing = preparing || g.state == GenerationState::kPreparing;
+  }
+  if (!preparing) return OkStatus();
+  for (const Generation& g : l.generations) {
+    if (g.state == GenerationState::kRetired) continue;
+    // D3: every group's consumer group exists on every shard of the stream before producers
+    // write a new one, so lag is defined and completion (RS3) is judged on a group that
+    // exists (at ID 0: nothing written before is skipped; an existing one is kept).
+    for (const LayoutShard& s : g.shards) {
+      for (const std::string& group : l.groups) {
+        RSC_RETURN_IF_ERROR(options_.streams->CreateConsumerGroup(s.stream, group));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Result<std::vector<ShardCompletion>> GroupService::Completions(const Layout& l,
+                                                               const std::string& group,
+                                                               bool* all_complete_oldest) {
+  std::vector<ShardCompletion> out;
+  *all_complete_oldest = false;
+  bool first_sealed = true;
+  for (const Generation& g : l.generations) {
+    if (g.state != GenerationState::kSealed) continue;
+    bool all = true;
+    for (const LayoutShard& s : g.shards) {
+      RSC_ASSIGN_OR_RETURN(GroupProgress p, options_.streams->Progress(s.stream, group));
+      out.push_back({s.id, p.Complete()});
+      all = all && p.Complete();
+    }
+    if (first_sealed) *all_complete_oldest = all;
+    first_sealed = false;
+  }
+  return out;
+}
+
+Status GroupService::SealAndActivate(const StoredLayout& stored) {
+  const Layout& l = stored.layout;
+  bool preparing = false;
+  for (const Generation& g : l.generations) {
+    preparing = preparing || g.state == GenerationState::kPreparing;
+  }
+  for (const Generation& g : l.generations) {
+    // RS2: the ACTIVE generation is sealed before the next one is activated; SEALED ones are
+    // sealed again every pass (a failover can lose a seal; writing it is idempotent).
+    const bool seal =
+        g.state == GenerationState::kSealed || (g.state == GenerationState::kActive && preparing);
+    if (!seal) continue;
+    for (const LayoutShard& s : g.shards) {
+      RSC_ASSIGN_OR_RETURN(bool wrote, options_.streams->Seal(s.stream, g.generation));
+      if (wrote && g.state == GenerationState::kSealed) {
+        observer_.OnEvents(GroupKey{l.stream, ""},
+                           {Event{EventKind::kParentReopened, "", s.id,
+                                  "seal missing (lost to a failover?): sealed again"}});
+      }
+    }
+  }
+  if (!preparing) return OkStatus();
+  std::optional<Layout> next = DecideActivate(l, tokens_.NewToken());
+  if (!next) return OkStatus();
+  auto cas = store_.CompareAndSetLayout(l.stream, stored.revision, *next, clock_.NowMs());
+  if (!cas.ok()) return cas.error();
+  return OkStatus();  // a conflict: another coordinator moved it; the next pass re-reads
+}
+
+Status GroupService::StreamTick(const std::string& stream) {
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, store_.LoadLayout(stream));
+  if (!stored) return OkStatus();
+  if (stored->layout.generations.size() > 1 && options_.streams != nullptr) {
+    RSC_RETURN_IF_ERROR(PrepareGeneration(stored->layout));
+    RSC_RETURN_IF_ERROR(SealAndActivate(*stored));
+    // Re-read: an activation just written is adopted by the groups in this same pass, so
+    // routing moves to the new generation at once.
+    RSC_ASSIGN_OR_RETURN(stored, store_.LoadLayout(stream));
+    if (!stored) return OkStatus();
+  }
+  const Layout& l = stored->layout;
+  bool any_sealed = false;
+  for (const Generation& g : l.generations) {
+    any_sealed = any_sealed || g.state == GenerationState::kSealed;
+  }
+  if (any_sealed && options_.streams == nullptr) return OkStatus();
+  bool oldest_complete_everywhere = true;
+  for (const std::string& group : l.groups) {
+    const GroupKey key{stream, group};
+    std::vector<ShardCompletion> done;
+    bool complete = false;
+    if (any_sealed) {
+      RSC_ASSIGN_OR_RETURN(done, Completions(l, group, &complete));
+    }
+    oldest_complete_everywhere = oldest_complete_everywhere && complete;
+    auto loaded = store_.Load(key, clock_.NowMs());
+    if (!loaded.ok()) {
+      if (loaded.error().code == ErrorCode::kGroupNotFound) continue;
+      return loaded.error();
+    }
+    if (loaded->meta->layout_revision == stored->revision.value() && done.empty()) continue;
+    auto r = Mutate<Unit>(
+        key, std::chrono::milliseconds(0),
+        [&](const GroupMetadata& m, const Liveness& live, const Env& env, StoreRevision) {
+          return DecideLayoutTick(m, live, l, stored->revision.value(), done, env);
+        });
+    if (!r.ok() && r.error().code != ErrorCode::kLockTimeout) return r.error();
+  }
+  if (!any_sealed || !oldest_complete_everywhere) return OkStatus();
+  // RS5: the oldest sealed generation, read to its end by every group, retires.
+  for (const Generation& g : l.generations) {
+    if (g.state != GenerationState::kSealed) continue;
+    if (std::optional<Layout> next = DecideRetire(l, g.generation, tokens_.NewToken())) {
+      auto cas = store_.CompareAndSetLayout(stream, stored->revision, *next, clock_.NowMs());
+      if (!cas.ok()) return cas.error();
+    }
+    break;
+  }
+  return OkStatus();
 }
 
 Status GroupService::Ready() { return ready_probe_ ? ready_probe_() : OkStatus(); }

@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/decide.h"
 #include "core/store.h"
+#include "core/stream_admin.h"
 #include "server/coordinator_api.h"
 #include "server/layout_service.h"
 
@@ -73,6 +74,9 @@ struct GroupServiceOptions {
   int max_attempts = 5;              // CAS conflicts retried before answering LOCK_TIMEOUT
   size_t max_heartbeat_batch = 256;  // heartbeats decided under one load + CAS
   const Decider* decider = nullptr;  // nullptr: Decider::Real(); must outlive the service
+  // Shard-stream operations for resharding; nullptr: reshards are refused (the simulator
+  // does not model them yet). Must outlive the service.
+  StreamAdmin* streams = nullptr;
 };
 
 class GroupService : public CoordinatorApi {
@@ -92,12 +96,22 @@ class GroupService : public CoordinatorApi {
   Result<std::string> ExportGroup(const GroupKey& key) override;
   Result<GroupView> RestoreGroup(std::string_view export_json) override;
   Result<StreamView> DescribeStream(const std::string& stream) override;
+  Result<StreamView> Reshard(const std::string& stream, int64_t expected_revision,
+                             int32_t shard_count) override;
   Status Ready() override;
 
   // One maintenance pass over a group (expiry, fencing, round completion). Does not
   // wait for the mutex: if another request or replica holds it, that one applies the
   // same time-driven transitions. Returns whether it wrote.
   Result<bool> Tick(const GroupKey& key);
+
+  // One resharding pass over a stream (docs/design/resharding.md): creates the consumer
+  // groups of a PREPARING generation, lets every group adopt the layout and record which
+  // sealed shards it has read to their end (checked in Redis), seals the ACTIVE generation
+  // and activates the PREPARING one, re-seals sealed ones, retires a generation complete for
+  // every group. Does nothing (one layout read) for a stream with one generation whose
+  // groups adopted it. Any coordinator may run it; every step is idempotent.
+  Status StreamTick(const std::string& stream);
 
  private:
   std::shared_ptr<std::mutex> MonitorFor(const GroupKey& key);
@@ -119,6 +133,14 @@ class GroupService : public CoordinatorApi {
   template <class R, class F>
   Result<R> Mutate(const GroupKey& key, std::chrono::milliseconds wait, F&& decide,
                    bool* wrote = nullptr, StoreRevision* revision_out = nullptr);
+
+  // The CLIENTS_TOO_OLD gate (D5): a live member of a group of `l` without layout-v2.
+  Status CheckClientsSupportLayouts(const Layout& l);
+  // StreamTick's steps.
+  Status PrepareGeneration(const Layout& l);
+  Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,
+                                                   bool* all_complete_oldest);
+  Status SealAndActivate(const StoredLayout& stored);
 
   MetadataStore& store_;
   LayoutService layouts_;

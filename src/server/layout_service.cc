@@ -61,7 +61,8 @@ Result<std::optional<StoredLayout>> LayoutService::Load(const std::string& strea
 }
 
 Result<int32_t> LayoutService::AddGroup(const std::string& stream, const std::string& group,
-                                        int32_t shard_count, const GroupConfig& config) {
+                                        int32_t shard_count, const GroupConfig& config,
+                                        StoredLayout* written) {
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, Load(stream));
     StoreRevision expected(0);
@@ -76,11 +77,17 @@ Result<int32_t> LayoutService::AddGroup(const std::string& stream, const std::st
     int32_t count = 0;
     RSC_ASSIGN_OR_RETURN(std::optional<Layout> next,
                          DecideAddGroup(base, group, shard_count, &count, tokens_.NewToken()));
-    if (!next && stored) return count;  // already registered
+    if (!next && stored) {  // already registered
+      if (written != nullptr) *written = StoredLayout{expected, base};
+      return count;
+    }
     const Layout& write = next ? *next : base;
     auto cas = store_.CompareAndSetLayout(stream, expected, write, clock_.NowMs());
     if (!cas.ok()) return WriteUnconfirmed(cas.error());
-    if (cas->applied) return count;
+    if (cas->applied) {
+      if (written != nullptr) *written = StoredLayout{cas->revision, write};
+      return count;
+    }
   }
   return Exhausted(stream);
 }

@@ -35,8 +35,10 @@ class LayoutService {
   // count to create it with. `shard_count` 0 adopts the stream's; a different count than
   // the ACTIVE generation's is LAYOUT_MISMATCH. A new stream gets generation 0 of
   // `shard_count` shards with `config`'s routing lease and refresh.
+  // `written` (optional) receives the layout as stored after the call, for the group to
+  // adopt at once (a stream resharded before has more than generation 0).
   Result<int32_t> AddGroup(const std::string& stream, const std::string& group, int32_t shard_count,
-                           const GroupConfig& config);
+                           const GroupConfig& config, StoredLayout* written = nullptr);
 
   // After the group's metadata key was deleted. A stream without a layout: nothing to do.
   Status RemoveGroup(const std::string& stream, const std::string& group);

@@ -16,6 +16,7 @@
 #include "redis/executor.h"
 #include "redis/log.h"
 #include "redis/redis_store.h"
+#include "redis/redis_stream_admin.h"
 #include "redis/redis_url.h"
 #include "server/api.h"
 #include "server/compat_watch.h"
@@ -244,8 +245,11 @@ int main(int argc, char** argv) {
   };
   observer.AttachStoreCounters(
       [&redis_store] { return redis_store.stats().script_reloads.load(); });
-  rsc::GroupService service(redis_store, clock, tokens, observer, rsc::GroupServiceOptions{},
-                            ready_probe);
+  // Resharding's shard-stream commands share the store's connections and slot routing.
+  rsc::redis::RedisStreamAdmin stream_admin(redis_store.executor());
+  rsc::GroupServiceOptions service_options;
+  service_options.streams = &stream_admin;
+  rsc::GroupService service(redis_store, clock, tokens, observer, service_options, ready_probe);
 
   rsc::HttpServerOptions http_options;
   http_options.host = host;

@@ -100,6 +100,8 @@ std::string_view RouteName(Route r) {
       return "restore_group";
     case Route::kDescribeStream:
       return "describe_stream";
+    case Route::kReshard:
+      return "reshard";
     case Route::kHealthz:
       return "healthz";
     case Route::kReadyz:
@@ -134,6 +136,7 @@ bool IsGatedRoute(Route r) {
     case Route::kDeleteGroup:
     case Route::kFenceMember:
     case Route::kRestoreGroup:
+    case Route::kReshard:
       return true;
     default:
       return false;
@@ -212,9 +215,10 @@ Result<RouteMatch> MatchRoute(std::string_view method, std::string_view target,
     if (seg[0] == "metrics") return Allow(method, path, {{"GET", R::kMetrics}}, allow, match);
     return NotFound(path);
   }
-  if (n == 3 && seg[0] == "v1" && seg[1] == "streams") {
+  if ((n == 3 || (n == 4 && seg[3] == "reshard")) && seg[0] == "v1" && seg[1] == "streams") {
     match.key.stream = seg[2];
-    Result<RouteMatch> r = Allow(method, path, {{"GET", R::kDescribeStream}}, allow, match);
+    Result<RouteMatch> r = n == 3 ? Allow(method, path, {{"GET", R::kDescribeStream}}, allow, match)
+                                  : Allow(method, path, {{"POST", R::kReshard}}, allow, match);
     if (r.ok() && !IsValidStreamName(seg[2])) {
       return MakeError(ErrorCode::kInvalidRequest,
                        "invalid stream name: must match [A-Za-z0-9._:-]{1,200}");

@@ -15,6 +15,7 @@
 //   POST   /v1/groups/{P}/{G}/members/{id}/fence     Route::kFenceMember
 //   GET    /v1/groups/{P}/{G}/export                 Route::kExportGroup
 //   GET    /v1/streams/{P}                           Route::kDescribeStream
+//   POST   /v1/streams/{P}/reshard                   Route::kReshard
 //   GET    /healthz, /readyz, /metrics
 //
 // The path is split on '/' BEFORE percent-decoding, so an encoded "%2F" can never create
@@ -48,6 +49,7 @@ enum class Route {
   kExportGroup,
   kRestoreGroup,
   kDescribeStream,
+  kReshard,
   kHealthz,
   kReadyz,
   kMetrics,

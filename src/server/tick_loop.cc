@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace rsc {
 
 TickLoop::TickLoop(GroupService& service, std::chrono::milliseconds interval)
@@ -29,6 +31,22 @@ int TickLoop::RunOnce() {
     return 0;
   }
   int wrote = 0;
+  // Streams first (SPEC §13): a reshard moves on before the groups' own maintenance.
+  std::vector<std::string> streams;
+  for (const GroupKey& key : *groups) streams.push_back(key.stream);
+  std::sort(streams.begin(), streams.end());
+  streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
+  for (const std::string& stream : streams) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return wrote;
+    }
+    Status s = service_.StreamTick(stream);
+    if (!s.ok() && s.error().code != ErrorCode::kLockTimeout) {
+      spdlog::warn("event=stream_tick_failed stream={} code={} message=\"{}\"", stream,
+                   ErrorCodeName(s.error().code), s.error().message);
+    }
+  }
   for (const GroupKey& key : *groups) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -121,7 +121,8 @@ struct Consumer {
   std::set<int> owned;     // shards it reads now
   std::set<int> revoking;  // shards it released and reports REVOKED
   std::string last_status;
-  json::value last;  // last successful response body
+  json::value last;                   // last successful response body
+  std::vector<std::string> features;  // sent as `features` when not empty
 
   explicit Consumer(std::string member_id) : id(std::move(member_id)) {}
 
@@ -138,6 +139,11 @@ struct Consumer {
                    {"ownedShards", std::move(own)},
                    {"revokingShards", std::move(rev)}};
     if (!instance_id.empty()) o["instanceId"] = instance_id;
+    if (!features.empty()) {
+      json::array f;
+      for (const std::string& name : features) f.push_back(json::string(name));
+      o["features"] = std::move(f);
+    }
     return o;
   }
 
@@ -291,12 +297,13 @@ class LiveCoordinatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(redis_.Start());
-    coord_ = std::make_unique<CoordinatorProcess>(CoordOpts(redis_));
+    coord_ = std::make_unique<CoordinatorProcess>(CoordOpts(redis_, TickMs()));
     ASSERT_TRUE(coord_->Start());
     http_ = std::make_unique<HttpClient>(coord_->Port());
     cli_ = redis_.Cli();
     ASSERT_NE(cli_, nullptr);
   }
+  virtual int64_t TickMs() const { return 200; }
   void TearDown() override {
     if (HasFailure() && coord_) std::cerr << "coordinator log:" << coord_->LogTail(40) << "\n";
   }

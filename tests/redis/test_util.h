@@ -35,7 +35,12 @@ inline GroupMetadata MakeMeta(const GroupKey& key, int32_t shard_count,
     mem.joined_ms = m.created_ms;
     m.members.push_back(mem);
   }
-  m.shards.resize(static_cast<size_t>(shard_count));
+  for (int32_t s = 0; s < shard_count; ++s) {
+    ShardState sh;
+    sh.id = s;
+    sh.stream = ShardStreamKey(key.stream, s);
+    m.shards.push_back(std::move(sh));
+  }
   for (size_t s = 0; s < m.shards.size() && !members.empty(); ++s) {
     m.shards[s].owner = members[s % members.size()];
     m.shards[s].target = m.shards[s].owner;

@@ -479,13 +479,46 @@ TEST(RoutingResponseJson, ExactFieldNamesAndRoundTrip) {
   resp.routing_lease_ms = 30000;
   resp.refresh_interval_ms = 5000;
   resp.sync = true;
+  resp.generation = 2;
+  resp.layout_revision = 9;
   std::string json = SerializeRoutingResponse(resp);
   EXPECT_EQ(json, R"({"metadataVersion":41,"lineage":"L","shardCount":2,"shards":[{"id":0,)"
                   R"("stream":"{orders:0}"},{"id":1,"stream":"{orders:1}"}],"hash":"jump-xxh64",)"
-                  R"("routingLeaseMs":30000,"refreshIntervalMs":5000,"sync":true})");
+                  R"("routingLeaseMs":30000,"refreshIntervalMs":5000,"sync":true,)"
+                  R"("generation":2,"layoutRevision":9})");
   auto back = ParseRoutingResponse(json);
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(*back, resp);
+  // A coordinator from before layouts sends neither: generation 0, revision 0.
+  auto old = ParseRoutingResponse(
+      R"({"metadataVersion":1,"lineage":"L","shardCount":1,"shards":[{"id":0,"stream":"{o:0}"}],)"
+      R"("hash":"jump-xxh64","routingLeaseMs":30000,"refreshIntervalMs":5000,"sync":false})");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(old->generation, 0);
+}
+
+// SPEC D2: heartbeat answers name the keys of resharded shards; absent when there are none.
+TEST(HeartbeatResponseJson, StreamsMapRoundTripsAndIsStrict) {
+  HeartbeatResponse r;
+  r.member_id = MemberId("a");
+  r.assigned_shards = {4, 5};
+  r.streams = {{4, "{orders:4}"}, {5, "{orders:5}"}};
+  const std::string json = SerializeHeartbeatResponse(r);
+  EXPECT_NE(json.find(R"("streams":{"4":"{orders:4}","5":"{orders:5}"})"), std::string::npos)
+      << json;
+  auto back = ParseHeartbeatResponse(json);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, r);
+  r.streams.clear();
+  EXPECT_EQ(SerializeHeartbeatResponse(r).find("streams"), std::string::npos);
+  for (const char* bad : {R"("streams":[])", R"("streams":{"x":"k"})", R"("streams":{"-1":"k"})",
+                          R"("streams":{"4":""})", R"("streams":{"4":7})"}) {
+    std::string text = json;
+    const size_t at = text.find(R"("streams")");
+    const size_t end = text.find('}', text.find('{', at)) + 1;
+    text.replace(at, end - at, bad);
+    EXPECT_FALSE(ParseHeartbeatResponse(text).ok()) << text;
+  }
 }
 
 GroupView SampleView() {

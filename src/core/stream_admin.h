@@ -1,0 +1,42 @@
+#pragma once
+// StreamAdmin port: the few shard-stream operations the coordinator itself runs for
+// resharding (SPEC §13.2, docs/design/resharding.md). Everything else on shard streams is
+// the clients' (D3: besides these the coordinator writes no stream keys).
+// Production: redis/redis_stream_admin.h. The simulator does not reshard yet and passes
+// none (GroupService then refuses a reshard).
+//
+// Thread safety: implementations are safe for concurrent use.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/result.h"
+
+namespace rsc {
+
+// The last possible stream ID: the seal entry's (RS2). Every `XADD *` after it fails.
+inline constexpr const char* kSealId = "18446744073709551615-18446744073709551615";
+
+// What Redis says of one consumer group on one shard stream (XINFO GROUPS).
+struct GroupProgress {
+  bool exists = false;  // the stream and the group exist
+  std::string last_delivered_id;
+  int64_t pending = 0;
+  // RS3: the group delivered the seal and has nothing pending.
+  bool Complete() const { return exists && last_delivered_id == kSealId && pending == 0; }
+};
+
+class StreamAdmin {
+ public:
+  virtual ~StreamAdmin() = default;
+  // XGROUP CREATE <key> <group> 0 MKSTREAM; an existing group is success (BUSYGROUP).
+  virtual Status CreateConsumerGroup(const std::string& key, const std::string& group) = 0;
+  // Appends the seal entry (fields `rsc-seal <generation>`) unless the stream already ends
+  // with it. Returns true when it wrote one (the first seal, or a re-seal after a failover
+  // lost it), false when the stream was already sealed.
+  virtual Result<bool> Seal(const std::string& key, int32_t generation) = 0;
+  virtual Result<GroupProgress> Progress(const std::string& key, const std::string& group) = 0;
+};
+
+}  // namespace rsc

@@ -1,0 +1,69 @@
+#include "redis/redis_stream_admin.h"
+
+#include <fmt/format.h>
+
+namespace rsc::redis {
+
+namespace {
+
+Error Failed(std::string_view what, const std::string& key, const std::string& reply) {
+  return MakeError(ErrorCode::kRedisUnavailable, fmt::format("{} on {}: {}", what, key, reply));
+}
+
+}  // namespace
+
+Status RedisStreamAdmin::CreateConsumerGroup(const std::string& key, const std::string& group) {
+  RSC_ASSIGN_OR_RETURN(
+      Reply r,
+      executor_.Run(key, {"XGROUP", "CREATE", key, group, "0", "MKSTREAM"}, CommandKind::kWrite));
+  if (r.IsError() && !r.ErrorIs("BUSYGROUP")) return Failed("XGROUP CREATE", key, r.str);
+  return OkStatus();
+}
+
+Result<bool> RedisStreamAdmin::Seal(const std::string& key, int32_t generation) {
+  // The seal is the stream's last possible entry: Redis itself refuses a second one (and
+  // every later `XADD *`), so "already sealed" is that refusal. A stream whose top entry
+  // is anything else takes it. MKSTREAM is implied: a lost parent key comes back sealed.
+  RSC_ASSIGN_OR_RETURN(
+      Reply r, executor_.Run(key, {"XADD", key, kSealId, "rsc-seal", std::to_string(generation)},
+                             CommandKind::kWrite));
+  if (!r.IsError()) return true;
+  // The stream's top ID is already the maximum: Redis 7 says "exhausted the last possible
+  // ID", older ones "equal or smaller than the target stream top item".
+  if (r.str.find("last possible ID") != std::string::npos ||
+      r.str.find("equal or smaller") != std::string::npos) {
+    return false;
+  }
+  return Failed("XADD seal", key, r.str);
+}
+
+Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const std::string& group) {
+  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"XINFO", "GROUPS", key}, CommandKind::kRead));
+  GroupProgress p;
+  if (r.IsError()) {
+    if (r.str.find("no such key") != std::string::npos) return p;
+    return Failed("XINFO GROUPS", key, r.str);
+  }
+  if (!r.IsArray()) return Failed("XINFO GROUPS", key, "unexpected reply type");
+  for (const Reply& g : r.elements) {
+    // Each group is a flat list of field, value pairs (RESP2).
+    std::string name, last;
+    int64_t pending = -1;
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+      const std::string& f = g.elements[i].str;
+      const Reply& v = g.elements[i + 1];
+      if (f == "name") name = v.str;
+      if (f == "last-delivered-id") last = v.str;
+      if (f == "pending") pending = v.integer;
+    }
+    if (name != group) continue;
+    if (pending < 0) return Failed("XINFO GROUPS", key, "group entry without pending");
+    p.exists = true;
+    p.last_delivered_id = last;
+    p.pending = pending;
+    return p;
+  }
+  return p;
+}
+
+}  // namespace rsc::redis

@@ -1,0 +1,321 @@
+// SPEC §13.2 RS1–RS5 in the pure core: layout generations (reshard, activate, retire) and a
+// group adopting them — children wait for every parent to be completed for the group,
+// completed shards belong to no one, a reopened parent drains its running children.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <set>
+
+#include "core/layout.h"
+#include "core/layout_codec.h"
+#include "tests/core/core_harness.h"
+
+namespace rsc {
+namespace {
+
+using testing::CoreHarness;
+using testing::FakeMember;
+using testing::Ok;
+
+std::string Key(int32_t id) { return ShardStreamKey("orders", id); }
+
+Layout Stream(int32_t n) {
+  Layout l = DeriveGeneration0("orders", n, GroupConfig{}, {}, "t0").value();
+  l.groups = {"billing"};
+  return l;
+}
+
+TEST(Reshard, ANewGenerationIsPreparingWithFreshIds) {
+  const Layout l = Stream(4);
+  auto grown = DecideReshard(l, 8, Key, "t1");
+  ASSERT_TRUE(grown.ok()) << grown.error().message;
+  ASSERT_EQ(grown->generations.size(), 2u);
+  const Generation& g1 = grown->generations[1];
+  EXPECT_EQ(g1.generation, 1);
+  EXPECT_EQ(g1.state, GenerationState::kPreparing);
+  ASSERT_EQ(g1.shards.size(), 8u);
+  EXPECT_EQ(g1.shards.front().id, 4);  // D2: 4 → 8 gives ids 4..11
+  EXPECT_EQ(g1.shards.back().id, 11);
+  EXPECT_EQ(g1.shards.back().stream, Key(11));
+  EXPECT_EQ(grown->Active()->generation, 0) << "producers keep writing generation 0";
+  EXPECT_EQ(grown->version, l.version + 1);
+
+  // Refusals, as a table.
+  struct Row {
+    const Layout* layout;
+    int32_t count;
+    ErrorCode code;
+  } rows[] = {
+      {&l, 0, ErrorCode::kInvalidRequest},
+      {&l, kMaxShards + 1, ErrorCode::kInvalidRequest},
+      {&*grown, 2, ErrorCode::kReshardInProgress},  // generation 1 still PREPARING
+  };
+  for (const Row& r : rows) {
+    auto d = DecideReshard(*r.layout, r.count, Key, "t");
+    ASSERT_FALSE(d.ok()) << r.count;
+    EXPECT_EQ(d.error().code, r.code) << d.error().message;
+  }
+}
+
+TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
+  Layout l = *DecideReshard(Stream(4), 2, Key, "t1");
+  EXPECT_FALSE(DecideRetire(l, 0, "t").has_value()) << "an ACTIVE generation never retires";
+  l = *DecideActivate(l, "t2");
+  EXPECT_EQ(l.generations[0].state, GenerationState::kSealed);
+  EXPECT_EQ(l.generations[1].state, GenerationState::kActive);
+  EXPECT_FALSE(DecideActivate(l, "t3").has_value()) << "nothing PREPARING";
+  // Shrink below the previous count: ids continue above every id used (4, 5 → 6..8).
+  l = *DecideReshard(l, 3, Key, "t4");
+  EXPECT_EQ(l.generations[2].shards.front().id, 6);
+  l = *DecideActivate(l, "t5");
+  EXPECT_EQ(l.generations[1].state, GenerationState::kSealed);
+  auto retired = DecideRetire(l, 0, "t6");
+  ASSERT_TRUE(retired.has_value());
+  EXPECT_EQ(retired->generations[0].state, GenerationState::kRetired);
+  EXPECT_TRUE(CheckLayoutInvariants(*retired).ok());
+  EXPECT_FALSE(DecideRetire(*retired, 0, "t7").has_value());
+  // Out-of-order retirement is refused by the invariants (RETIRED after SEALED).
+  Layout bad = l;
+  bad.generations[1].state = GenerationState::kRetired;
+  EXPECT_FALSE(CheckLayoutInvariants(bad).ok());
+  // A layout round-trips with every state.
+  Layout four = *DecideReshard(*retired, 5, Key, "t8");
+  auto back = DecodeLayout(EncodeLayout(four));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, four);
+}
+
+TEST(Reshard, UnretiredGenerationsAreCapped) {
+  Layout l = Stream(1);
+  for (size_t i = 1; i < kMaxUnretiredGenerations; ++i) {
+    l = *DecideActivate(*DecideReshard(l, 1, Key, "t"), "t");
+  }
+  auto refused = DecideReshard(l, 1, Key, "t");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kReshardInProgress);
+  EXPECT_NE(refused.error().message.find("not yet retired"), std::string::npos);
+  l = *DecideRetire(l, 0, "t");
+  EXPECT_TRUE(DecideReshard(l, 1, Key, "t").ok());
+}
+
+// A group driven through a shrink 4 → 2 with two members.
+class GroupReshard : public ::testing::Test {
+ protected:
+  GroupReshard() : h_(4) {}
+
+  void Beat(FakeMember& m) { m.Observe(Ok(h_.Heartbeat(m.Request()))); }
+  void Settle() {
+    for (int i = 0; i < 6; ++i) {
+      Beat(a_);
+      Beat(b_);
+    }
+  }
+  void LayoutTick(const Layout& l, int64_t revision, std::vector<ShardCompletion> done = {}) {
+    auto d = DecideLayoutTick(h_.meta(), h_.Live(), l, revision, done, h_.NextEnv());
+    ASSERT_TRUE(d.response.ok()) << d.response.error().message;
+    h_.Apply(d);
+    ASSERT_TRUE(CheckInvariants(h_.meta()).ok()) << CheckInvariants(h_.meta()).error().message;
+  }
+  std::vector<int32_t> Owned(const std::string& id) const {
+    std::vector<int32_t> out;
+    for (const ShardState& s : h_.meta().shards) {
+      if (s.owner == id && s.target == id) out.push_back(s.id);
+    }
+    return out;
+  }
+
+  CoreHarness h_;
+  FakeMember a_{"a"}, b_{"b"};
+};
+
+TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
+  Settle();
+  ASSERT_EQ(Owned("a").size() + Owned("b").size(), 4u);
+  Layout l = *DecideReshard(Stream(4), 2, Key, "t1");
+  LayoutTick(l, 2);  // PREPARING adopted: children exist, waiting
+  EXPECT_EQ(h_.meta().shards.size(), 6u);
+  EXPECT_EQ(h_.meta().active_generation, 0);
+  EXPECT_EQ(h_.meta().shard_count, 4);
+  Settle();
+  HeartbeatResponse ra = Ok(h_.Heartbeat(a_.Request()));
+  HeartbeatResponse rb = Ok(h_.Heartbeat(b_.Request()));
+  std::set<int32_t> pending(ra.pending_shards.begin(), ra.pending_shards.end());
+  pending.insert(rb.pending_shards.begin(), rb.pending_shards.end());
+  EXPECT_EQ(pending, (std::set<int32_t>{4, 5})) << "waiting children are shown as pending";
+  EXPECT_EQ(ra.assigned_shards.size() + rb.assigned_shards.size(), 4u) << "parents keep running";
+
+  l = *DecideActivate(l, "t2");
+  LayoutTick(l, 3);
+  EXPECT_EQ(h_.meta().active_generation, 1);
+  EXPECT_EQ(h_.meta().shard_count, 2);
+  auto routing = DecideRouting(h_.meta(), 0, "", h_.now()).response;
+  ASSERT_TRUE(routing.ok());
+  ASSERT_EQ(routing->shards.size(), 2u);
+  EXPECT_EQ(routing->shards[0].id, 4);
+  EXPECT_EQ(routing->generation, 1);
+  EXPECT_EQ(routing->layout_revision, 3);
+
+  // Three parents complete: the children still wait (all of generation 0 is the parent set).
+  LayoutTick(l, 3, {{0, true}, {1, true}, {2, true}});
+  Settle();
+  EXPECT_TRUE(h_.meta().FindShard(0)->completed);
+  EXPECT_TRUE(h_.meta().FindShard(0)->owner.empty());
+  EXPECT_TRUE(h_.meta().FindShard(4)->owner.empty()) << "a child ran before parent 3 completed";
+  EXPECT_TRUE(h_.meta().FindShard(5)->owner.empty());
+  // A completion of an ACTIVE shard or of an unknown one is ignored.
+  LayoutTick(l, 3, {{4, true}, {99, true}});
+  EXPECT_FALSE(h_.meta().FindShard(4)->completed);
+
+  LayoutTick(l, 3, {{3, true}});
+  Settle();
+  EXPECT_EQ(Owned("a").size() + Owned("b").size(), 2u);
+  EXPECT_FALSE(h_.meta().FindShard(4)->owner.empty());
+  EXPECT_FALSE(h_.meta().FindShard(5)->owner.empty());
+  EXPECT_EQ(h_.meta().FindShard(4)->generation, 1);
+
+  // A parent found incomplete again (a failover lost its acks): the children drain.
+  const std::string child_owner = h_.meta().FindShard(4)->owner;
+  LayoutTick(l, 3, {{3, false}});
+  EXPECT_EQ(h_.meta().FindShard(4)->owner, child_owner);
+  EXPECT_TRUE(h_.meta().FindShard(4)->target.empty()) << "a running child was not drained";
+  Settle();
+  EXPECT_TRUE(h_.meta().FindShard(4)->owner.empty());
+  EXPECT_FALSE(h_.meta().FindShard(3)->owner.empty()) << "the reopened parent is read again";
+  LayoutTick(l, 3, {{3, true}});
+  Settle();
+  EXPECT_FALSE(h_.meta().FindShard(4)->owner.empty());
+
+  // Retirement removes the parents from the group.
+  l = *DecideRetire(l, 0, "t3");
+  LayoutTick(l, 4);
+  ASSERT_EQ(h_.meta().shards.size(), 2u);
+  EXPECT_EQ(h_.meta().shards[0].id, 4);
+}
+
+TEST_F(GroupReshard, ALayoutBehindTheGroupIsNotAdopted) {
+  Settle();
+  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
+  LayoutTick(l, 3);
+  ASSERT_EQ(h_.meta().active_generation, 1);
+  auto d = DecideLayoutTick(h_.meta(), h_.Live(), Stream(4), 1, {}, h_.NextEnv());
+  ASSERT_FALSE(d.response.ok());
+  EXPECT_EQ(d.response.error().code, ErrorCode::kMetadataUnreadable);
+  EXPECT_NE(d.response.error().message.find("behind"), std::string::npos);
+  EXPECT_FALSE(d.next.has_value());
+}
+
+// RS1–RS5 property: random grow/shrink sequences, members joining, dying and heartbeating,
+// parents completing at random: the group record always passes its invariants, a shard is
+// never granted while an earlier generation has an incomplete shard, and a completed shard
+// is owned by no one.
+RC_GTEST_PROP(ReshardProps, ChildrenNeverBeforeParents, ()) {
+  CoreHarness h(*rc::gen::inRange(1, 6));
+  Layout layout = DeriveGeneration0("orders", h.meta().shard_count, GroupConfig{}, {}, "t").value();
+  layout.groups = {"billing"};
+  int64_t revision = 1;
+  std::vector<FakeMember> members;
+  for (int i = 0; i < 3; ++i) members.push_back(FakeMember{"m" + std::to_string(i)});
+  // When each member's assignment lease ends (C1: from its last answered heartbeat).
+  std::map<std::string, TimeMs> lease_end;
+  std::vector<std::string> trace;
+  auto ids = [](const std::vector<int32_t>& v) {
+    std::string o;
+    for (int32_t x : v) o += std::to_string(x) + ",";
+    return o;
+  };
+  const int steps = *rc::gen::inRange(20, 120);
+  for (int step = 0; step < steps; ++step) {
+    const int op = *rc::gen::inRange(0, 10);
+    std::vector<ShardCompletion> done;
+    if (op == 0) {
+      auto next = DecideReshard(layout, *rc::gen::inRange(1, 7), Key, "t");
+      if (next.ok()) layout = *next, ++revision;
+    } else if (op == 1) {
+      if (auto next = DecideActivate(layout, "t")) layout = *next, ++revision;
+    } else if (op == 2) {
+      // A parent is found complete (or, rarely, incomplete again). Complete in Redis means
+      // its reader delivered the seal and stopped there, with nothing pending: whoever read
+      // it reads it no more (the reader core stops at the seal).
+      for (const ShardState& s : h.meta().shards) {
+        if (s.generation < h.meta().active_generation && *rc::gen::inRange(0, 3) == 0) {
+          done.push_back({s.id, *rc::gen::inRange(0, 8) != 0});
+          if (done.back().complete) {
+            for (FakeMember& m : members) std::erase(m.owned, s.id);
+          }
+        }
+      }
+    } else if (op == 3) {
+      const Generation& oldest = layout.generations.front();
+      bool complete = oldest.state == GenerationState::kSealed;
+      for (const LayoutShard& ls : oldest.shards) {
+        const ShardState* s = h.meta().FindShard(ls.id);
+        complete = complete && (s == nullptr || s->completed);
+      }
+      if (complete) {
+        if (auto next = DecideRetire(layout, oldest.generation, "t")) layout = *next, ++revision;
+      }
+      if (layout.generations.front().state == GenerationState::kRetired &&
+          h.meta().layout_revision == revision) {
+        layout.generations.erase(layout.generations.begin());  // keys deleted later
+        ++revision;
+      }
+    } else if (op == 4) {
+      members[*rc::gen::inRange(0, 3)].Forget();
+    } else if (op == 5) {
+      h.Advance(*rc::gen::inRange(100, 12000));
+    }
+    auto d = DecideLayoutTick(h.meta(), h.Live(), layout, revision, done, h.NextEnv());
+    RC_ASSERT(d.response.ok());
+    for (const Event& e : d.events) {
+      trace.push_back(fmt::format("step {} op {} event {} {} {} {}", step, op,
+                                  EventKindName(e.kind), e.member, e.shard, e.detail));
+    }
+    h.Apply(d);
+    for (FakeMember& m : members) {
+      if (*rc::gen::inRange(0, 3) == 0) continue;  // this one is slow this round
+      auto r = h.Heartbeat(m.Request());
+      if (r.ok()) {
+        trace.push_back(fmt::format("step {} t={} {} -> {} assigned {} pending {} revoke {}", step,
+                                    h.now(), m.id, HeartbeatStatusName(r->status),
+                                    ids(r->assigned_shards), ids(r->pending_shards),
+                                    ids(r->revoke_shards)));
+        m.Observe(*r);
+        lease_end[m.id] = h.now() + h.meta().config.assignment_lease_ms;
+      } else {
+        m.Forget();
+      }
+    }
+    const GroupMetadata& g = h.meta();
+    RC_ASSERT(CheckInvariants(g).ok());
+    const std::vector<bool> assignable = g.AssignableShards();
+    for (size_t i = 0; i < g.shards.size(); ++i) {
+      const ShardState& s = g.shards[i];
+      if (s.completed) RC_ASSERT(s.owner.empty() && s.target.empty());
+      if (!assignable[i]) RC_ASSERT(s.owner.empty() || s.owner != s.target);
+    }
+    // What members may read under a lease that still runs: each shard by one member.
+    std::map<int32_t, std::string> reader;
+    for (const FakeMember& m : members) {
+      if (lease_end[m.id] <= h.now()) continue;  // C1: it has stopped reading
+      for (int32_t s : m.owned) {
+        const ShardState* st = g.FindShard(s);
+        if (st == nullptr) continue;  // retired while it was still listed
+        RC_ASSERT(!st->completed || st->owner.empty());
+        if (!reader.emplace(s, m.id).second) {
+          std::string dump;
+          for (const ShardState& sh : g.shards) {
+            dump += fmt::format(" [{} g{} o={} t={}{}]", sh.id, sh.generation, sh.owner, sh.target,
+                                sh.completed ? " done" : "");
+          }
+          std::string t;
+          for (const std::string& line : trace) t += line + "\n";
+          RC_FAIL(fmt::format("shard {} read by {} and {} (step {}, op {}):{}\n{}", s, reader[s],
+                              m.id, step, op, dump, t));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rsc

@@ -1,0 +1,166 @@
+// Level 2: resharding on the coordinator (SPEC §13.2 RS1–RS3, RS5, D3, D5) against a real
+// coordinator and Redis, with members driven over HTTP and their reads done with redis-cli:
+// the new generation is prepared (consumer groups on its keys), the old one sealed so Redis
+// itself refuses stale producers, children wait until every parent is read to its end for
+// the group, and a generation retires once every group has done so.
+
+#include <gtest/gtest.h>
+
+#include "integration/harness.h"
+
+namespace rsc::integration {
+namespace {
+
+constexpr const char* kP = "orders";
+constexpr const char* kSeal = "18446744073709551615-18446744073709551615";
+
+class ReshardTest : public LiveCoordinatorTest {
+ protected:
+  int64_t TickMs() const override { return 50; }
+  json::value Stream() {
+    HttpResult r = http_->Get("/v1/streams/" + std::string(kP));
+    EXPECT_EQ(r.status, 200) << r.Describe();
+    return r.json;
+  }
+  std::string StateOf(int generation) {
+    const json::value view = Stream();
+    if (!view.is_object() || !view.as_object().contains("generations")) return "no view";
+    for (const json::value& g : view.at("generations").as_array()) {
+      if (JsonInt(g, "generation") == generation) return std::string(g.at("state").as_string());
+    }
+    return "absent";
+  }
+  HttpResult Reshard(int64_t revision, int shards) {
+    return http_->Post(
+        "/v1/streams/" + std::string(kP) + "/reshard",
+        json::value(json::object{{"expectedLayoutRevision", revision}, {"shardCount", shards}}));
+  }
+  // Reads everything of `key` for `group` as consumer `name` and acknowledges it, as a
+  // consumer's reader does; returns the ids read (the seal included).
+  std::vector<std::string> Drain(const std::string& key, const std::string& group,
+                                 const std::string& name) {
+    std::vector<std::string> ids;
+    cli_->Run({"XGROUP", "CREATE", key, group, "0", "MKSTREAM"});  // as a reader does
+    for (;;) {
+      CliReply r =
+          cli_->Run({"XREADGROUP", "GROUP", group, name, "COUNT", "100", "STREAMS", key, ">"});
+      if (r.type != CliReply::Type::kArray || r.elements.empty()) break;
+      const auto& entries = r.elements[0].elements[1].elements;
+      if (entries.empty()) break;
+      for (const CliReply& e : entries) {
+        ids.push_back(e.elements[0].str);
+        cli_->Run({"XACK", key, group, e.elements[0].str});
+      }
+    }
+    return ids;
+  }
+};
+
+TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4, ShortLeases()));
+  ASSERT_EQ(http_->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "audit"}}))
+                .status,
+            201);
+  for (int s = 0; s < 4; ++s) {
+    ASSERT_FALSE(cli_->Run({"XADD", "{orders:" + std::to_string(s) + "}", "*", "k", "v"}).type ==
+                 CliReply::Type::kError);
+  }
+  // D5: a live member without layout-v2 blocks the reshard.
+  Consumer old("old-client");
+  ASSERT_EQ(Beat(*http_, old, kP, "audit").status, 200);
+  const int64_t rev = JsonInt(Stream(), "revision");
+  HttpResult refused = Reshard(rev, 2);
+  EXPECT_EQ(refused.ErrorCode(), "CLIENTS_TOO_OLD") << refused.Describe();
+  EXPECT_NE(refused.body.find("old-client"), std::string::npos) << refused.body;
+  ASSERT_EQ(http_->Post("/v1/groups/orders/audit/leave", json::value(old.LeaveRequest())).status,
+            200);
+
+  Consumer a("a");
+  a.features = {"layout-v2", "shard-lease"};
+  ASSERT_TRUE(
+      WaitFor([&] { return Beat(*http_, a, kP, "billing").status == 200 && a.owned.size() == 4; },
+              10s, "a owns the four shards"));
+  // RS1: bad input first, nothing changes.
+  EXPECT_EQ(Reshard(rev, 0).status, 400);
+  EXPECT_EQ(Reshard(rev + 7, 2).ErrorCode(), "REVISION_CONFLICT");
+  EXPECT_EQ(http_
+                ->Post("/v1/streams/nothing/reshard",
+                       json::value(json::object{{"expectedLayoutRevision", 1}, {"shardCount", 2}}))
+                .ErrorCode(),
+            "STREAM_NOT_FOUND");
+  HttpResult ok = Reshard(JsonInt(Stream(), "revision"), 2);
+  ASSERT_EQ(ok.status, 200) << ok.Describe();
+  // RS2: sealed, then active; Redis itself refuses a stale producer's XADD.
+  ASSERT_TRUE(WaitFor([&] { return StateOf(1) == "ACTIVE"; }, 10s, "generation 1 ACTIVE"));
+  EXPECT_EQ(StateOf(0), "SEALED");
+  CliReply stale = cli_->Run({"XADD", "{orders:0}", "*", "k", "late"});
+  EXPECT_TRUE(stale.type == CliReply::Type::kError) << stale.ToString();
+  // D3: both groups' consumer groups exist on the children before anyone writes them.
+  CliReply groups = cli_->Run({"XINFO", "GROUPS", "{orders:4}"});
+  EXPECT_EQ(groups.elements.size(), 2u) << groups.ToString();
+  // Routing names the new generation (positions 0, 1 → ids 4, 5).
+  HttpResult routing;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        routing = http_->Get(RoutingPath(kP, "billing"));
+        return JsonInt(routing.json, "generation") == 1;
+      },
+      10s, "routing of generation 1"))
+      << routing.body;
+  EXPECT_EQ(JsonInts(routing.json, "shards").size(), 0u);  // objects, not ints
+  EXPECT_EQ(routing.json.at("shards").as_array()[0].at("id").as_int64(), 4) << routing.body;
+
+  // RS5: a group created now reads both generations, parents first.
+  HttpResult late =
+      http_->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "late"}}));
+  ASSERT_EQ(late.status, 201) << late.Describe();
+  EXPECT_EQ(JsonInt(late.json, "shardCount"), 2) << late.body;
+  EXPECT_EQ(late.json.at("shards").as_array()[1].at("id").as_int64(), 5) << late.body;
+  EXPECT_EQ(JsonInt(late.json, "metadataVersion"), 1) << late.body;
+  Consumer l("l");
+  l.features = {"layout-v2"};
+  ASSERT_TRUE(
+      WaitFor([&] { return Beat(*http_, l, kP, "late").status == 200 && l.owned.size() == 4; }, 10s,
+              "the late group reads the parents"))
+      << JsonString(l.last) << http_->Get(GroupPath(kP, "late")).body;
+  EXPECT_EQ(l.owned, (std::set<int>{0, 1, 2, 3}));
+
+  // RS3: children wait; they are shown as pending.
+  ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
+  EXPECT_EQ(JsonInts(a.last, "pendingShards"), (std::vector<int>{4, 5})) << JsonString(a.last);
+  EXPECT_EQ(a.owned.size(), 4u);
+  // Three parents read to the end: still waiting.
+  for (int s = 0; s < 3; ++s) {
+    std::vector<std::string> ids = Drain("{orders:" + std::to_string(s) + "}", "billing", "a");
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids.back(), kSeal) << "the seal is the last entry";
+  }
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
+    std::this_thread::sleep_for(60ms);
+  }
+  EXPECT_TRUE(a.owned.count(3)) << "parent 3 was taken away before it was read";
+  EXPECT_FALSE(a.owned.count(4)) << "a child ran before its last parent completed";
+  Drain("{orders:3}", "billing", "a");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Beat(*http_, a, kP, "billing").status == 200 && a.owned == std::set<int>{4, 5};
+      },
+      10s, "the children once every parent completed"));
+  // D2: the answer names the children's keys.
+  EXPECT_EQ(JsonStr(a.last.at("streams"), "4"), "{orders:4}") << JsonString(a.last);
+
+  // RS5: audit has not read generation 0, so it is not retired; once it has, it is.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(StateOf(0), "SEALED");
+  for (int s = 0; s < 4; ++s) {
+    Drain("{orders:" + std::to_string(s) + "}", "audit", "x");
+    Drain("{orders:" + std::to_string(s) + "}", "late", "l");
+  }
+  ASSERT_TRUE(WaitFor([&] { return StateOf(0) == "RETIRED"; }, 10s, "generation 0 retired"));
+  json::value billing = http_->Get(GroupPath(kP, "billing")).json;
+  EXPECT_EQ(JsonInt(billing, "shardCount"), 2) << JsonString(billing);
+}
+
+}  // namespace
+}  // namespace rsc::integration
