@@ -7,9 +7,12 @@
 //   shard = JumpConsistentHash(XXH64(key bytes, seed 0), shardCount)
 //
 // Jump consistent hash (Lamping & Veach, "A Fast, Minimal Memory, Consistent Hash
-// Algorithm", 2014, arXiv:1406.2294) has the property the protocol relies on: growing the
-// shard count from n to m moves a key only onto one of the new shards n..m-1, never between
-// old shards, so per-key order survives a reshard (SPEC §9: shard counts only grow).
+// Algorithm", 2014, arXiv:1406.2294): growing the count from n to m moves a key only onto one
+// of the new buckets n..m-1, never between old ones. The result is a *position* in the
+// routing answer's shard list (after a reshard, shard ids are not positions). The hash alone
+// does not keep per-key order across a change of the shard count: a reshard does, by sealing
+// the old generation and reading it to its end before the new one (docs/protocol.md 7.5);
+// the v1 in-place growth (PATCH shardCount) does not.
 //
 // The key is hashed as raw bytes: no normalisation, no terminating NUL, UTF-8 is just bytes.
 //
