@@ -17,6 +17,14 @@ constexpr const char* kSeal = "18446744073709551615-18446744073709551615";
 class ReshardTest : public LiveCoordinatorTest {
  protected:
   int64_t TickMs() const override { return 50; }
+  // Waits until the tick loop has run at least `n - 1` whole passes (rsc_ticks_total counts
+  // group ticks; every pass ticks each group once, after the stream ticks).
+  void WaitTicks(int n) {
+    const double groups = 3;  // billing, audit, late
+    const double start = Metric(*http_, "rsc_ticks_total");
+    ASSERT_TRUE(WaitFor([&] { return Metric(*http_, "rsc_ticks_total") >= start + n * groups; },
+                        10s, std::to_string(n) + " tick passes"));
+  }
   json::value Stream() {
     HttpResult r = http_->Get("/v1/streams/" + std::string(kP));
     EXPECT_EQ(r.status, 200) << r.Describe();
@@ -135,10 +143,10 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
     ASSERT_FALSE(ids.empty());
     EXPECT_EQ(ids.back(), kSeal) << "the seal is the last entry";
   }
-  for (int i = 0; i < 6; ++i) {
-    ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
-    std::this_thread::sleep_for(60ms);
-  }
+  // Two whole tick passes (stream ticks run first in each) have seen the three completions.
+  ASSERT_NO_FATAL_FAILURE(WaitTicks(3));
+  ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
+  EXPECT_EQ(JsonInts(a.last, "pendingShards"), (std::vector<int>{4, 5})) << JsonString(a.last);
   EXPECT_TRUE(a.owned.count(3)) << "parent 3 was taken away before it was read";
   EXPECT_FALSE(a.owned.count(4)) << "a child ran before its last parent completed";
   Drain("{orders:3}", "billing", "a");
@@ -151,7 +159,7 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   EXPECT_EQ(JsonStr(a.last.at("streams"), "4"), "{orders:4}") << JsonString(a.last);
 
   // RS5: audit has not read generation 0, so it is not retired; once it has, it is.
-  std::this_thread::sleep_for(200ms);
+  ASSERT_NO_FATAL_FAILURE(WaitTicks(3));
   EXPECT_EQ(StateOf(0), "SEALED");
   for (int s = 0; s < 4; ++s) {
     Drain("{orders:" + std::to_string(s) + "}", "audit", "x");
