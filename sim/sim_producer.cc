@@ -192,12 +192,16 @@ void SimProducer::PublishOne() {
         in_flight_.erase(key);
         const bool no_reply = !reply.ok() && reply.error.rfind(kConnError, 0) == 0;
         if (no_reply) conn_epoch_ = 0;  // reconnect next time
-        const ProducerResult<std::string> outcome = client::ProducerRuntime::PublishOutcome(
-            client::XaddReply{reply.ok() ? client::XaddReply::Kind::kId
-                              : no_reply ? client::XaddReply::Kind::kNoReply
-                                         : client::XaddReply::Kind::kError,
-                              reply.ok() ? reply.added.str() : reply.error},
-            target.stream);
+        const client::XaddReply xadd{reply.ok() ? client::XaddReply::Kind::kId
+                                     : no_reply ? client::XaddReply::Kind::kNoReply
+                                                : client::XaddReply::Kind::kError,
+                                     reply.ok() ? reply.added.str() : reply.error};
+        const ProducerResult<std::string> outcome =
+            client::ProducerRuntime::PublishOutcome(xadd, target.stream);
+        if (client::ProducerRuntime::IsSealRefusal(xadd)) {
+          runtime_.OnSealRefusal();  // RS2: refresh at once; the message goes again later
+          Tick();
+        }
         // Unknown or refused: the same (key, seq) is published again later.
         if (!outcome.ok()) return;
         ++slot_.next_seq[key];

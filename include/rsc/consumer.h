@@ -1,6 +1,6 @@
 #pragma once
 // rsc::Consumer: reads the shards of a sharded Redis Stream that an rsc-coordinator assigns
-// to this process, as one member of consumer group G (SPEC §4, rules C1–C8). Messages are
+// to this process, as one member of consumer group G (SPEC §4, rules C1–C9). Messages are
 // delivered at least once, in stream order per shard (so per key, since a key always maps
 // to one shard), to a handler the application supplies.
 //
@@ -17,6 +17,9 @@
 //   a Redis routing thread, two Redis threads with one connection each per Redis node (one
 //   server, or each master of a Redis Cluster; on one server a single blocking XREADGROUP
 //   names every shard waiting for new entries), and up to handler_threads handler threads.
+// * Reshards (SPEC §13, C9): a shard of a sealed generation ends with a seal entry. It is
+//   never handed to the handler; it is XACKed, the shard is reported complete and the
+//   coordinator then assigns its children, so per-key order holds across a reshard.
 // * Revoked shard (DRAIN) or Stop(): no new reads, the in-flight batch is finished and
 //   XACKed, then the shard is reported REVOKED. Lease end without a successful heartbeat,
 //   fencing, unknown member: the shard is abandoned at once (no further handler calls, no

@@ -16,6 +16,13 @@
 // jittered backoff otherwise); a round that fails on every endpoint is retried with
 // exponential backoff, never less often than the refresh interval (SPEC C6, PR4).
 //
+// Reshards (SPEC RS2, docs/protocol.md PR6): once a reshard seals the shards a publish was
+// routed to, Redis refuses the XADD ("exhausted the last possible ID": nothing written). The
+// producer then refreshes at once and sends the entry again on the new generation, in order
+// with the other refused entries of its batch, while the routing lease it was routed under
+// lasts; the caller sees no failure (kStaleRouting only if the lease ends first). A publish
+// whose reply was lost is never re-sent (kUnknownResult): it could be there twice.
+//
 // Thread safety: all methods may be called from any thread. Publishes share one Redis
 // connection and are serialized on it (use PublishBatch for throughput). Close() (or the
 // destructor) stops the background thread; publishes after it fail with kClosed.
@@ -146,6 +153,9 @@ struct ProducerMetrics {
   int64_t publishes_ok = 0;
   int64_t publishes_failed = 0;
   int64_t publishes_refused_expired = 0;  // PR5 refusals
+  // RS2: waits for a newer routing after Redis refused XADDs to a sealed shard (a reshard);
+  // the refused entries were sent again, unseen by the caller.
+  int64_t seal_refresh_waits = 0;
   std::string last_refresh_error;
   std::string current_endpoint;
 };

@@ -225,6 +225,17 @@ ConsumerActions ConsumerCore::OnShardDrained(int32_t shard, TimeMs now) {
   return out;
 }
 
+ConsumerActions ConsumerCore::OnShardCompleted(int32_t shard, TimeMs now) {
+  ConsumerActions out;
+  Begin(now, out);
+  // Only a shard we still hold: a completion found after a drain or a drop is stale, and
+  // whoever holds the shard now reports it. A new completion is reported at once (RS3):
+  // the children of the shard wait for it.
+  if (shards_.contains(shard) && completed_.insert(shard).second) report_now_ = true;
+  Finish(now, out);
+  return out;
+}
+
 ConsumerActions ConsumerCore::Shutdown(TimeMs now) {
   ConsumerActions out;
   if (phase_ == ConsumerPhase::kIdle) {
@@ -454,7 +465,8 @@ HeartbeatRequest ConsumerCore::BuildRequest() const {
   req.assignment_epoch = assignment_epoch_;
   req.metadata_version = observed_version_;  // C5: highest observed (or synced) pair
   req.lineage = observed_lineage_;
-  req.features = {kFeatureShardLease};
+  req.features = {kFeatureLayoutV2, kFeatureShardLease};  // sorted, as parsed
+  req.completed_shards.assign(completed_.begin(), completed_.end());
   std::map<int32_t, RevokeState> revoking;
   for (const auto& [s, st] : shards_) {
     switch (st) {
@@ -489,6 +501,11 @@ void ConsumerCore::ApplyShards(const HeartbeatResponse& resp, bool may_start,
       out.stop.push_back(s);
     }
   }
+  // RS3: a completion is reported until an answer no longer lists the shard.
+  std::erase_if(completed_, [&](int32_t s) {
+    return !Contains(resp.assigned_shards, s) && !Contains(resp.pending_shards, s) &&
+           !Contains(revoke, s);
+  });
   // C3: REVOKED is repeated until a successful answer stops listing the shard.
   std::erase_if(shards_, [&](const auto& kv) {
     return kv.second == LocalShardState::kRevoked && !Contains(revoke, kv.first);
@@ -533,6 +550,7 @@ void ConsumerCore::DropAll(ConsumerActions& out) {
     }
   }
   shards_.clear();
+  completed_.clear();
   last_assigned_.clear();
   lease_end_.reset();
   failed_closed_ = false;

@@ -249,6 +249,10 @@ class ConsumerCore {
   // All in-flight work of a shard in an earlier `stop` has finished and been XACKed — or,
   // for a shard in an earlier `abandon`, has stopped (nothing of it runs any more).
   ConsumerActions OnShardDrained(int32_t shard, TimeMs now);
+  // RS3 (layout-v2): the reader of `shard` XACKed its seal entry, so the shard is read to its
+  // end. Reported in completedShards (at once, then on every heartbeat) until an answer no
+  // longer lists the shard; ignored for a shard not held.
+  ConsumerActions OnShardCompleted(int32_t shard, TimeMs now);
   // Clean shutdown: drain every shard, then leave until memberEpoch -1 (`left`).
   ConsumerActions Shutdown(TimeMs now);
 
@@ -320,6 +324,8 @@ class ConsumerCore {
   // Abandoned shards whose work the runtime has not yet reported stopped (see `abandon`).
   // Reported DRAINING and never started while listed; kept across DropAll.
   std::set<int32_t> stopping_;
+  // Sealed shards read to their end, reported in completedShards (RS3).
+  std::set<int32_t> completed_;
   std::vector<int32_t> last_assigned_;  // sorted; of the latest successful response
   std::optional<TimeMs> lease_end_;     // send time of that response + assignmentLeaseMs
   // C8: shards taken from us → their own lease end (fixed at the first takenShards answer).

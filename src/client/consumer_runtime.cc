@@ -32,6 +32,8 @@ class ConsumerRuntime::Context : public ReaderContext {
     runtime_->stop_asked_ = true;  // Settle() begins the shutdown
   }
   void Observe(ConsumerEvent event) override;
+  // Queued, like a drain: the core hears of it in Settle, outside the reader's step.
+  void OnSealed(int32_t shard) override { runtime_->sealed_.push_back(shard); }
 
  private:
   ConsumerRuntime* const runtime_;
@@ -249,7 +251,8 @@ void ConsumerRuntime::BeginGiveUp() {
 void ConsumerRuntime::Settle() {
   if (settling_) return;
   settling_ = true;
-  while (!runnable_.empty() || !drained_.empty() || (stop_asked_ && !give_up_at_)) {
+  while (!runnable_.empty() || !drained_.empty() || !sealed_.empty() ||
+         (stop_asked_ && !give_up_at_)) {
     if (stop_asked_ && !give_up_at_ && !exiting_) {
       give_up_at_ = Now() + options_.shutdown_timeout_ms;
       const std::optional<TimeMs> lease = core_.lease_end();
@@ -260,6 +263,13 @@ void ConsumerRuntime::Settle() {
       const uint64_t id = *runnable_.begin();
       runnable_.erase(runnable_.begin());
       if (ReaderState* r = Find(id)) Step(*r);
+    }
+    std::vector<int32_t> sealed;
+    sealed.swap(sealed_);
+    for (int32_t s : sealed) {
+      if (exiting_) break;
+      const std::optional<TimeMs> lease = core_.lease_end();
+      Apply(core_.OnShardCompleted(s, Now()), lease, CauseBefore(lease));
     }
     std::vector<int32_t> drained;
     drained.swap(drained_);
@@ -333,7 +343,11 @@ void ConsumerRuntime::OnHeartbeatOutcome(const HttpOutcome& outcome) {
     ports_->BeforeAnswer(*answer, heartbeat_sent_);
     if (cause == AbandonCause::kOther && answer->member_epoch == -1) cause = AbandonCause::kFenced;
     last_error_.clear();
+    // D2: an answer names the key of every shard it lists once the stream was resharded
+    // (a sealed generation's shards are in no routing answer).
+    for (const RoutingShard& s : answer->streams) routing_[s.id] = s.stream;
     Apply(core_.OnHeartbeatResponse(*answer, Now()), lease_before, cause);
+    StartRouted();
   } else {
     if (cause == AbandonCause::kOther &&
         (error == ErrorCode::kUnknownMemberId || error == ErrorCode::kFencedMemberEpoch)) {
@@ -429,7 +443,12 @@ void ConsumerRuntime::OnRoutingOutcome(const HttpOutcome& outcome) {
   }
   routing_failures_ = 0;
   for (const RoutingShard& s : routing->shards) routing_[s.id] = s.stream;
-  // Start the shards that were waiting, if the core still wants them read.
+  StartRouted();
+  next_routing_ms_ = Now() + 1000;
+}
+
+void ConsumerRuntime::StartRouted() {
+  // Start the shards that were waiting for their key, if the core still wants them read.
   std::set<int32_t> waiting;
   waiting.swap(unrouted_);
   for (int32_t s : waiting) {
@@ -440,7 +459,6 @@ void ConsumerRuntime::OnRoutingOutcome(const HttpOutcome& outcome) {
       unrouted_.insert(s);  // assigned but not in this routing yet (a growing group)
     }
   }
-  next_routing_ms_ = Now() + 1000;
 }
 
 // ── readers ───────────────────────────────────────────────────────────────────────

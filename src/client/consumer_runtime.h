@@ -150,6 +150,7 @@ class ConsumerRuntime {
   void OnHeartbeatOutcome(const HttpOutcome& outcome);
   void OnRoutingOutcome(const HttpOutcome& outcome);
   void MaybeFetchRouting();
+  void StartRouted();
   void ObserveHeartbeat(const std::optional<HeartbeatResponse>& answer, ErrorCode error,
                         const std::string& message);
   void ObserveLeases(std::optional<TimeMs> lease_before);
@@ -192,6 +193,7 @@ class ConsumerRuntime {
   std::set<uint64_t> runnable_;
   std::set<std::pair<TimeMs, uint64_t>> sleeps_;  // (until, reader) of sleeping readers
   std::vector<int32_t> drained_;                  // shards to report drained to the core
+  std::vector<int32_t> sealed_;                   // shards to report complete (RS3)
   std::set<int32_t> reported_taken_;
   std::optional<TimeMs> give_up_at_;
   bool exiting_ = false;

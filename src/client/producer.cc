@@ -161,38 +161,66 @@ class Producer::Impl : public client::ProducerPorts {
     }
     std::vector<ProducerResult<std::string>> results(
         keys.size(), Err(ProducerErrorCode::kUnknownResult, "not attempted"));
-    std::vector<bool> valid(keys.size(), true);
+    std::vector<size_t> todo;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (fields[i]->empty()) {
         results[i] = Err(ProducerErrorCode::kInvalidArgument,
                          "a stream entry needs at least one field/value pair");
-        valid[i] = false;
+      } else {
+        todo.push_back(i);
       }
     }
     std::lock_guard<std::mutex> redis_lock(redis_mu_);
+    // RS2: entries refused by a sealed shard were not written; they go again, in input order
+    // (entries of one key keep their order), on the routing that follows the reshard — while
+    // the routing lease they were routed under lasts. The caller sees no failure.
+    std::optional<TimeMs> retry_until;
+    while (!todo.empty()) {
+      Attempt attempt = SendOnce(keys, fields, todo, results);
+      if (attempt.sealed.empty()) break;
+      if (!retry_until) retry_until = attempt.lease_end_ms;
+      if (!WaitForNewRouting(attempt.version, *retry_until)) break;
+      todo = std::move(attempt.sealed);
+    }
+    return Count(results);
+  }
+
+  struct Attempt {
+    std::vector<size_t> sealed;  // indices refused by a sealed shard
+    int64_t version = 0;         // the routing version they were routed under
+    TimeMs lease_end_ms = 0;     // and its lease end
+  };
+
+  // One routing and one pipelined XADD per entry of `todo`. Requires redis_mu_.
+  Attempt SendOnce(const std::vector<std::string_view>& keys,
+                   const std::vector<const StreamFields*>& fields, const std::vector<size_t>& todo,
+                   std::vector<ProducerResult<std::string>>& results) {
+    Attempt out;
     // Opened before routing; the connections come up before the routing lease is checked
     // again right before each pipeline is written (before_write below).
     const Status opened = OpenRedis();
-    std::vector<ProducerResult<RouteTarget>> routes = RouteAll(keys);
+    std::vector<std::string_view> todo_keys;
+    for (size_t i : todo) todo_keys.push_back(keys[i]);
+    std::vector<ProducerResult<RouteTarget>> routes = RouteAll(todo_keys);
     std::vector<redis::KeyedCommand> cmds;
-    std::vector<size_t> sent_index;  // cmds[k] publishes keys[sent_index[k]]
+    std::vector<size_t> sent;  // cmds[k] publishes keys[todo[sent[k]]]
     TimeMs lease_end_ms = std::numeric_limits<TimeMs>::max();
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!valid[i]) continue;
-      if (!routes[i].ok()) {
-        results[i] = routes[i].error();
+    for (size_t j = 0; j < todo.size(); ++j) {
+      const size_t i = todo[j];
+      if (!routes[j].ok()) {
+        results[i] = routes[j].error();
         continue;
       }
       if (!opened.ok()) {
         results[i] = Err(ProducerErrorCode::kRedisUnavailable, opened.error().message);
         continue;
       }
-      const RouteTarget& route = routes[i].value();
+      const RouteTarget& route = routes[j].value();
       cmds.push_back({route.stream, XaddArgs(route.stream, *fields[i])});
-      sent_index.push_back(i);
+      sent.push_back(j);
       lease_end_ms = std::min(lease_end_ms, route.lease_end_ms);
     }
-    if (cmds.empty()) return Count(results);
+    if (cmds.empty()) return out;
     // Per node one pipeline, commands in input order: entries of one key (one shard, one
     // slot) keep their order. On a cluster each goes to its slot's master (SPEC CL1).
     bool lease_ended = false;
@@ -202,8 +230,8 @@ class Producer::Impl : public client::ProducerPorts {
       return !lease_ended;
     });
     for (size_t k = 0; k < cmds.size(); ++k) {
-      const size_t i = sent_index[k];
-      const RouteTarget& route = routes[i].value();
+      const size_t i = todo[sent[k]];
+      const RouteTarget& route = routes[sent[k]].value();
       Result<Reply>& r = replies[k];
       if (!r.ok() && r.error().code != ErrorCode::kUnknownResult) {
         // Never sent: the connection failed first, or the routing lease ended meanwhile.
@@ -224,13 +252,34 @@ class Producer::Impl : public client::ProducerPorts {
         reply = {client::XaddReply::Kind::kUnexpected, r->DebugString()};
       }
       results[i] = client::ProducerRuntime::PublishOutcome(reply, route.stream);
+      if (client::ProducerRuntime::IsSealRefusal(reply)) {
+        out.sealed.push_back(i);
+        out.version = route.metadata_version;
+        out.lease_end_ms = route.lease_end_ms;
+      }
       if (results[i].ok() && options_.on_publish) {
         ReportPublished(PublishEvent{std::string(keys[i]), *fields[i], route.shard, route.stream,
                                      results[i].value(), route.metadata_version, sent_us,
                                      SteadyNowUs(), route.lease_end_ms * 1000});
       }
     }
-    return Count(results);
+    return out;
+  }
+
+  // After a seal refusal: asks for a refresh (again every kSealRetryMs, PR2 spacing applies)
+  // until the routing moves past `version` or `until` passes. True: route again.
+  bool WaitForNewRouting(int64_t version, TimeMs until) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (closed_ || SteadyNowMs() >= until) return false;
+      const auto& routing = runtime_.core().routing();
+      if (routing && routing->metadata_version != version) return true;
+      runtime_.OnSealRefusal();
+      seal_retries_.fetch_add(1);
+      cv_.notify_all();  // the refresh thread re-evaluates at once
+      const TimeMs wait = std::min<TimeMs>(kSealRetryMs, until - SteadyNowMs());
+      cv_.wait_for(lock, std::chrono::milliseconds(std::max<TimeMs>(1, wait)));
+    }
   }
 
   std::vector<ProducerResult<std::string>> Count(
@@ -275,6 +324,7 @@ class Producer::Impl : public client::ProducerPorts {
     out.sync_adoptions = m.sync_adoptions;
     out.publishes_ok = publishes_ok_.load();
     out.publishes_failed = publishes_failed_.load();
+    out.seal_refresh_waits = seal_retries_.load();
     out.publishes_refused_expired = runtime_.refused_expired();
     out.last_refresh_error = core.last_refresh_error();
     out.current_endpoint = transports_[runtime_.current_endpoint()]->endpoint().ToString();
@@ -344,6 +394,8 @@ class Producer::Impl : public client::ProducerPorts {
 
   std::atomic<int64_t> publishes_ok_{0};
   std::atomic<int64_t> publishes_failed_{0};
+  std::atomic<int64_t> seal_retries_{0};
+  static constexpr TimeMs kSealRetryMs = 100;
 };
 
 ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions options) {

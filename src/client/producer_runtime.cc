@@ -190,6 +190,12 @@ ProducerResult<std::string> ProducerRuntime::PublishOutcome(const XaddReply& rep
     case XaddReply::Kind::kId:
       return reply.text;
     case XaddReply::Kind::kError:
+      if (IsSealRefusal(reply)) {
+        return Err(ProducerErrorCode::kStaleRouting,
+                   fmt::format("XADD to {} refused: the shard is sealed by a reshard (RS2); "
+                               "nothing was written, routing is being refreshed",
+                               stream));
+      }
       return Err(ProducerErrorCode::kRedisError,
                  fmt::format("XADD to {} refused: {}", stream, reply.text));
     case XaddReply::Kind::kNoReply:
@@ -201,6 +207,16 @@ ProducerResult<std::string> ProducerRuntime::PublishOutcome(const XaddReply& rep
   }
   return Err(ProducerErrorCode::kRedisError,
              fmt::format("XADD to {}: unexpected reply type {}", stream, reply.text));
+}
+
+bool ProducerRuntime::IsSealRefusal(const XaddReply& reply) {
+  // Redis' answer to `XADD key *` once the stream's last ID is the maximum (t_stream.c).
+  return reply.kind == XaddReply::Kind::kError &&
+         reply.text.find("exhausted the last possible ID") != std::string::npos;
+}
+
+void ProducerRuntime::OnSealRefusal() {
+  core_.OnPublishError(PublishErrorKind::kStaleRouting, ports_->NowMs(false));
 }
 
 }  // namespace rsc::client

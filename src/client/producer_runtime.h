@@ -80,9 +80,17 @@ class ProducerRuntime {
   // Routes `keys` at one instant. A kStaleRouting result asks for a refresh (PR2): the
   // driver should Tick at once.
   std::vector<ProducerResult<RouteTarget>> Route(const std::vector<std::string_view>& keys);
-  // What an XADD's reply to `stream` means for its caller.
+  // What an XADD's reply to `stream` means for its caller. A seal refusal is kStaleRouting.
   static ProducerResult<std::string> PublishOutcome(const XaddReply& reply,
                                                     const std::string& stream);
+  // RS2: Redis refused the XADD because the shard is sealed (its stream ends with the last
+  // possible ID: a reshard moved producers to a new generation). Nothing was written, so
+  // the message may be sent again on the new routing: the driver calls OnSealRefusal and
+  // retries on a newer routing, transparently to its caller, while the routing lease lasts.
+  static bool IsSealRefusal(const XaddReply& reply);
+  // PR2 after a seal refusal: a refresh at once (no closer than min_refresh_spacing_ms to
+  // the previous one; call it again while the routing has not moved on).
+  void OnSealRefusal();
 
   const ProducerCore& core() const { return core_; }
   bool has_routing() const { return core_.has_routing(); }

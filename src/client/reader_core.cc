@@ -5,20 +5,24 @@
 #include <algorithm>
 #include <charconv>
 
+#include "core/stream_admin.h"
+
 namespace rsc::client {
 namespace {
 
 // "ms-seq" → "ms-(seq+1)": the smallest id after `id` (XPENDING before Redis 6.2 has no
-// exclusive ranges).
-std::string NextId(const std::string& id) {
+// exclusive ranges). None after the last possible id (a seal, RS2): it is terminal, and
+// "the id after it" must never wrap to 0-0, which would walk the pending list forever.
+std::optional<std::string> NextId(const std::string& id) {
   const size_t dash = id.find('-');
   if (dash == std::string::npos) return id + "-1";
   uint64_t ms = 0;
   uint64_t seq = 0;
   std::from_chars(id.data(), id.data() + dash, ms);
   std::from_chars(id.data() + dash + 1, id.data() + id.size(), seq);
-  if (seq == UINT64_MAX) return fmt::format("{}-0", ms + 1);
-  return fmt::format("{}-{}", ms, seq + 1);
+  if (seq < UINT64_MAX) return fmt::format("{}-{}", ms, seq + 1);
+  if (ms < UINT64_MAX) return fmt::format("{}-0", ms + 1);
+  return std::nullopt;
 }
 
 ReaderAction Idle() { return ReaderAction{}; }
@@ -101,6 +105,7 @@ void ReaderCore::OnReply(ReaderReply reply) {
       }
       stage_ = Stage::kClaim;
       claim_cursor_ = "0-0";
+      claim_last_page_ = false;
       return;
     case ReaderCommandKind::kAutoClaim:
     case ReaderCommandKind::kPendingPage:
@@ -132,6 +137,7 @@ void ReaderCore::OnClaimReply(const ReaderReply& reply) {
     stage_ = Stage::kClaimPage;
     claim_cursor_ = "-";
     claim_ids_.clear();
+    claim_last_page_ = false;
     return;
   }
   if (!reply.ok()) {
@@ -149,12 +155,17 @@ void ReaderCore::OnClaimReply(const ReaderReply& reply) {
       done = reply.ids.empty();
       if (!done) {
         claim_ids_ = reply.ids;
-        claim_cursor_ = NextId(reply.ids.back());
+        if (std::optional<std::string> next = NextId(reply.ids.back())) {
+          claim_cursor_ = *std::move(next);
+        } else {
+          claim_last_page_ = true;  // the page ends at the seal: nothing can follow it
+        }
       }
       break;
     default:  // kClaim
       stats_->claimed.fetch_add(reply.count);
       claim_ids_.clear();
+      done = claim_last_page_;
       break;
   }
   if (!done) return;
@@ -224,9 +235,21 @@ void ReaderCore::OnAckReply(const ReaderReply& reply) {
     Interrupt();
     return;
   }
-  stats_->acked.fetch_add(reply.count);
-  for (const std::string& id : acks_) Emit(ConsumerEventKind::kAck, id, "xack");
+  // The seal is no message of the application's: not counted.
+  stats_->acked.fetch_add(std::max<int64_t>(0, reply.count - (seal_in_acks_ ? 1 : 0)));
+  for (const std::string& id : acks_) {
+    if (id != kSealId) Emit(ConsumerEventKind::kAck, id, "xack");
+  }
   acks_.clear();
+  if (seal_in_acks_) {
+    // RS3: the seal is XACKed, so everything before it was handled and XACKed (each batch
+    // is, in order, before the next read): the shard is read to its end for this group.
+    // Reading goes on (nothing can follow the seal) until the coordinator, having checked
+    // it in Redis, takes the shard out of the assignment; if a failover lost the seal,
+    // whatever stale producers wrote meanwhile is still read.
+    seal_in_acks_ = false;
+    context_->OnSealed(config_.shard);
+  }
   if (reread) Interrupt();
 }
 
@@ -409,6 +432,14 @@ std::optional<ReaderAction> ReaderCore::Process() {
       ++next_;
       return std::nullopt;
     }
+    if (entry.id == kSealId) {
+      // RS2/RS3: the seal is never handed to the application; XACKed with the entries
+      // before it, it completes the shard. Nothing can follow it in the stream.
+      acks_.push_back(entry.id);
+      seal_in_acks_ = true;
+      ++next_;
+      return std::nullopt;
+    }
     if (dead_letter_) {
       if (drain_ || !MayHandle()) {
         Cut();
@@ -494,6 +525,7 @@ void ReaderCore::Failed(const ReaderReply& reply) {
   batch_.clear();
   next_ = 0;
   acks_.clear();
+  seal_in_acks_ = false;
   batch_active_ = false;
   foreign_check_ = false;
   cut_ = false;
@@ -510,6 +542,7 @@ void ReaderCore::Interrupt() {
   batch_.clear();
   next_ = 0;
   acks_.clear();
+  seal_in_acks_ = false;
   batch_active_ = false;
   foreign_check_ = false;
   cut_ = false;

@@ -43,6 +43,12 @@
 // call, kAck per id after a confirmed XACK (detail "xack", or "dead_letter"), kRelease once
 // nothing more is read or handled (detail "drained" or the abandon reason) just before
 // kFinished. A reader that never acquired reports neither kAcquire nor kRelease.
+//
+// Seals (SPEC RS2/RS3, feature "layout-v2"): the entry with the last possible ID
+// (kSealId) closes a shard of a sealed generation. It is never delivered and never
+// reported as an ack event; it is XACKed with the batch it ends, and once that XACK is
+// confirmed ReaderContext::OnSealed tells the runtime the shard is complete. The maximum
+// ID is terminal: no cursor is ever computed past it.
 
 #include <atomic>
 #include <cstdint>
@@ -93,6 +99,9 @@ class ReaderContext {
   virtual void OnHandlerGaveUp(int32_t shard, const std::string& error) = 0;
   // An observability event (only with ReaderCoreConfig::observe); t_us is not stamped.
   virtual void Observe(ConsumerEvent event) = 0;
+  // RS3: the seal entry of `shard` (a sealed generation's shard) was XACKed — the shard is
+  // read to its end for this group. Repeated if the seal is read again (a failover).
+  virtual void OnSealed(int32_t /*shard*/) {}
 };
 
 struct ReaderCoreConfig {
@@ -270,6 +279,7 @@ class ReaderCore {
 
   std::string claim_cursor_ = "0-0";    // kClaim: XAUTOCLAIM cursor; kClaimPage: XPENDING start
   std::vector<std::string> claim_ids_;  // kClaimPage: a page to XCLAIM next
+  bool claim_last_page_ = false;        // kClaimPage: the page in hand ends at the seal
   std::string pending_cursor_ = "0";
   TimeMs last_foreign_check_ = 0;
 
@@ -281,6 +291,7 @@ class ReaderCore {
   std::vector<ReaderEntry> batch_;
   size_t next_ = 0;
   std::vector<std::string> acks_;
+  bool seal_in_acks_ = false;               // acks_ holds the seal entry (RS3)
   int attempt_ = 0;                         // of batch_[next_]
   TimeMs retry_backoff_ms_ = 0;             // of batch_[next_]
   std::optional<std::string> dead_letter_;  // batch_[next_] is to be dead-lettered (its error)

@@ -490,7 +490,10 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   for (const ShardState& st : m.shards) {
     if (st.taken_ms != 0 && st.owner == mem.id.str()) r.taken_shards.push_back(st.id);
   }
-  // D2: keys of the named shards that are not {P:id} (generation >= 1).
+  // D2: once the stream was resharded, the key of every named shard (a sealed generation's
+  // shards are in no routing answer). Never resharded: none, the keys are in routing.
+  const bool resharded = std::any_of(m.shards.begin(), m.shards.end(),
+                                     [](const ShardState& st) { return st.generation != 0; });
   std::vector<int32_t> named = r.assigned_shards;
   named.insert(named.end(), r.pending_shards.begin(), r.pending_shards.end());
   named.insert(named.end(), r.revoke_shards.begin(), r.revoke_shards.end());
@@ -498,7 +501,7 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   named.erase(std::unique(named.begin(), named.end()), named.end());
   for (int32_t id : named) {
     const ShardState* st = m.FindShard(id);
-    if (st != nullptr && st->generation != 0) r.streams.push_back(RoutingShard{id, st->stream});
+    if (st != nullptr && resharded) r.streams.push_back(RoutingShard{id, st->stream});
   }
   r.heartbeat_interval_ms = m.config.heartbeat_interval_ms;
   r.assignment_lease_ms = m.config.assignment_lease_ms;

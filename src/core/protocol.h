@@ -43,6 +43,10 @@ struct HeartbeatRequest {
   // Protocol features the client implements (docs/protocol.md §3.1): "shard-lease" (C8).
   // Unknown names are ignored; sorted and unique after parsing.
   std::vector<std::string> features;
+  // RS3 (feature "layout-v2"): sealed shards this member has read to their end (the seal
+  // entry XACKed). A hint that makes the coordinator check them in Redis before answering;
+  // repeated until an answer no longer lists the shard. Sorted and unique after parsing.
+  std::vector<int32_t> completed_shards;
   bool operator==(const HeartbeatRequest&) const = default;
 };
 

@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bitset>
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <unordered_set>
 #include <utility>
 
 #include "core/layout_codec.h"
@@ -276,14 +276,14 @@ void ReadHeartbeatFields(Reader& r, const json::object& o, HeartbeatRequest& req
   }
   if (!r.ok()) return;
 
-  // One bitmap across both arrays: a shard is either being read or being released.
-  std::bitset<kMaxShardCount> seen;
-  for (int64_t s : r.IntArray(o, "ownedShards", "", 0, kMaxShardCount - 1, false)) {
-    if (seen.test(s)) {
+  // One set across both arrays: a shard is either being read or being released. Ids go up
+  // to kMaxShardId (D2), so a set rather than a bitmap.
+  std::unordered_set<int64_t> seen;
+  for (int64_t s : r.IntArray(o, "ownedShards", "", 0, kMaxShardId, false)) {
+    if (!seen.insert(s).second) {
       r.Fail("ownedShards", fmt::format("duplicate shard {}", s));
       return;
     }
-    seen.set(s);
     req.owned_shards.push_back(static_cast<int32_t>(s));
   }
   const json::array* rev = r.Array(o, "revokingShards", "", false, kMaxReportedShards);
@@ -291,7 +291,7 @@ void ReadHeartbeatFields(Reader& r, const json::object& o, HeartbeatRequest& req
     std::string path = Index("revokingShards", i);
     const json::object* e = r.Object((*rev)[i], path);
     if (e == nullptr) return;
-    auto shard = r.Int(*e, "shard", path, 0, kMaxShardCount - 1, true);
+    auto shard = r.Int(*e, "shard", path, 0, kMaxShardId, true);
     auto state = r.AnyString(*e, "state", path, true);
     if (!r.ok()) return;
     RevokingReport rep;
@@ -304,12 +304,11 @@ void ReadHeartbeatFields(Reader& r, const json::object& o, HeartbeatRequest& req
       r.Fail(Join(path, "state"), "must be \"DRAINING\" or \"REVOKED\"");
       return;
     }
-    if (seen.test(rep.shard)) {
+    if (!seen.insert(rep.shard).second) {
       r.Fail(Join(path, "shard"),
              fmt::format("shard {} is listed twice (in ownedShards or revokingShards)", rep.shard));
       return;
     }
-    seen.set(rep.shard);
     req.revoking_shards.push_back(rep);
   }
   const json::array* features = r.Array(o, "features", "", false, kMaxFeatures);
@@ -323,6 +322,13 @@ void ReadHeartbeatFields(Reader& r, const json::object& o, HeartbeatRequest& req
   }
   std::sort(req.features.begin(), req.features.end());
   req.features.erase(std::unique(req.features.begin(), req.features.end()), req.features.end());
+  // RS3: a hint, not a claim — the coordinator checks each in Redis; duplicates are harmless.
+  for (int64_t s : r.IntArray(o, "completedShards", "", 0, kMaxShardId, false)) {
+    req.completed_shards.push_back(static_cast<int32_t>(s));
+  }
+  std::sort(req.completed_shards.begin(), req.completed_shards.end());
+  req.completed_shards.erase(std::unique(req.completed_shards.begin(), req.completed_shards.end()),
+                             req.completed_shards.end());
   std::sort(req.owned_shards.begin(), req.owned_shards.end());
   std::sort(req.revoking_shards.begin(), req.revoking_shards.end(),
             [](const RevokingReport& a, const RevokingReport& b) { return a.shard < b.shard; });
@@ -355,6 +361,7 @@ json::object HeartbeatRequestObject(const HeartbeatRequest& req, int64_t epoch) 
     for (const std::string& name : req.features) f.emplace_back(name);
     o["features"] = std::move(f);
   }
+  if (!req.completed_shards.empty()) o["completedShards"] = ShardArray(req.completed_shards);
   return o;
 }
 
@@ -427,13 +434,13 @@ json::array RoutingShards(const std::vector<RoutingShard>& shards) {
 
 std::vector<RoutingShard> ReadRoutingShards(Reader& r, const json::object& o) {
   std::vector<RoutingShard> out;
-  const json::array* a = r.Array(o, "shards", "", true, kMaxShardCount);
+  const json::array* a = r.Array(o, "shards", "", true, kMaxReportedShards);
   for (size_t i = 0; a != nullptr && i < a->size() && r.ok(); ++i) {
     std::string path = Index("shards", i);
     const json::object* e = r.Object((*a)[i], path);
     if (e == nullptr) break;
     RoutingShard s;
-    s.id = static_cast<int32_t>(r.Int(*e, "id", path, 0, kMaxShardCount - 1, true).value_or(0));
+    s.id = static_cast<int32_t>(r.Int(*e, "id", path, 0, kMaxShardId, true).value_or(0));
     s.stream = r.AnyString(*e, "stream", path, true).value_or("");
     out.push_back(std::move(s));
   }
@@ -443,7 +450,7 @@ std::vector<RoutingShard> ReadRoutingShards(Reader& r, const json::object& o) {
 std::vector<int32_t> ReadShardList(Reader& r, const json::object& o, std::string_view key,
                                    std::string_view prefix) {
   std::vector<int32_t> out;
-  for (int64_t s : r.IntArray(o, key, prefix, 0, kMaxShardCount - 1, true)) {
+  for (int64_t s : r.IntArray(o, key, prefix, 0, kMaxShardId, true)) {
     out.push_back(static_cast<int32_t>(s));
   }
   return out;
@@ -492,8 +499,8 @@ std::optional<CorrectionRound> ReadRound(Reader& r, const json::object& o) {
     const json::object* b = r.Object((*blockers)[i], path);
     if (b == nullptr) break;
     Blocker blk;
-    blk.shard = ShardId(
-        static_cast<int32_t>(r.Int(*b, "shard", path, 0, kMaxShardCount - 1, true).value_or(0)));
+    blk.shard =
+        ShardId(static_cast<int32_t>(r.Int(*b, "shard", path, 0, kMaxShardId, true).value_or(0)));
     blk.member = MemberId(r.AnyString(*b, "member", path, true).value_or(""));
     blk.until_ms = r.Int(*b, "untilMs", path, kInt64Min, kInt64Max, true).value_or(0);
     blk.since_version = r.Int(*b, "sinceVersion", path, 0, kInt64Max, false).value_or(0);
@@ -846,8 +853,7 @@ Result<GroupView> ParseGroupView(std::string_view body) {
       const json::object* t = r.Object((*taken)[i], path);
       if (t == nullptr) break;
       TakenShardView tv;
-      tv.shard =
-          static_cast<int32_t>(r.Int(*t, "shard", path, 0, kMaxShardCount - 1, true).value_or(0));
+      tv.shard = static_cast<int32_t>(r.Int(*t, "shard", path, 0, kMaxShardId, true).value_or(0));
       tv.member = r.AnyString(*t, "member", path, true).value_or("");
       tv.taken_ms = r.Int(*t, "takenMs", path, 0, kInt64Max, true).value_or(0);
       tv.release_at_ms = r.Int(*t, "releaseAtMs", path, 0, kInt64Max, true).value_or(0);

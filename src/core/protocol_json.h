@@ -30,11 +30,14 @@ namespace rsc {
 
 // Limits of the wire format.
 inline constexpr int32_t kMaxShardCount = kMaxShards;  // shardCount is 1..kMaxShards (metadata.h)
-inline constexpr size_t kMaxReportedShards = 65536;    // entries per shard array
-inline constexpr size_t kMaxIdLength = 128;            // memberId, instanceId
-inline constexpr size_t kMaxLineageLength = 64;        // lineage tokens
-inline constexpr int64_t kMaxConfigMs = 2147483647;    // config values are 1..2^31-1 ms
-inline constexpr unsigned kMaxJsonDepth = 64;          // deeper documents are rejected
+// Shard ids are unique per stream across generations (SPEC D2): later generations take ids
+// above every id used before, so an id may exceed the largest shard count.
+inline constexpr int64_t kMaxShardId = INT32_MAX;
+inline constexpr size_t kMaxReportedShards = 65536;  // entries per shard array
+inline constexpr size_t kMaxIdLength = 128;          // memberId, instanceId
+inline constexpr size_t kMaxLineageLength = 64;      // lineage tokens
+inline constexpr int64_t kMaxConfigMs = 2147483647;  // config values are 1..2^31-1 ms
+inline constexpr unsigned kMaxJsonDepth = 64;        // deeper documents are rejected
 
 // memberId / instanceId syntax: [A-Za-z0-9._:-]{1,128}.
 bool IsValidMemberId(std::string_view id);

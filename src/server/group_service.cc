@@ -201,8 +201,40 @@ std::vector<Result<HeartbeatResponse>> GroupService::RunHeartbeatBatch(
   return out;
 }
 
+Status GroupService::CheckReportedCompletions(const GroupKey& key,
+                                              const std::vector<int32_t>& shards) {
+  if (options_.streams == nullptr) return OkStatus();
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, store_.LoadLayout(key.stream));
+  if (!stored) return OkStatus();
+  const Layout& l = stored->layout;
+  std::vector<ShardCompletion> done;
+  for (int32_t id : shards) {
+    for (const Generation& g : l.generations) {
+      if (g.state != GenerationState::kSealed) continue;
+      for (const LayoutShard& s : g.shards) {
+        if (s.id != id) continue;
+        RSC_ASSIGN_OR_RETURN(GroupProgress p, options_.streams->Progress(s.stream, key.group));
+        // Only completions: a hint never reopens a parent (the ticks' re-checks do).
+        if (p.Complete()) done.push_back({id, true});
+      }
+    }
+  }
+  if (done.empty()) return OkStatus();
+  auto r = Mutate<Unit>(
+      key, options_.lock_wait,
+      [&](const GroupMetadata& m, const Liveness& live, const Env& env, StoreRevision) {
+        return DecideLayoutTick(m, live, l, stored->revision.value(), done, env);
+      });
+  return r.ok() ? OkStatus() : Status(r.error());
+}
+
 Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
                                                   const HeartbeatRequest& req) {
+  if (!req.completed_shards.empty()) {
+    // RS3: recorded before this heartbeat is answered, so its answer already hands the
+    // children on. A failure only delays it to the next tick or hint.
+    (void)CheckReportedCompletions(key, req.completed_shards);
+  }
   std::shared_ptr<HeartbeatQueue> q = QueueFor(key);
   HeartbeatWaiter me{&req, std::nullopt};
   std::unique_lock<std::mutex> lock(q->mu);

@@ -141,6 +141,9 @@ class GroupService : public CoordinatorApi {
   Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,
                                                    bool* all_complete_oldest);
   Status SealAndActivate(const StoredLayout& stored);
+  // RS3: a heartbeat's completedShards hint. Checks each named shard of a SEALED generation
+  // in Redis and records the completed ones in the group before the heartbeat is decided.
+  Status CheckReportedCompletions(const GroupKey& key, const std::vector<int32_t>& shards);
 
   MetadataStore& store_;
   LayoutService layouts_;

@@ -469,10 +469,42 @@ TEST(ConsumerCore, C4_DrainingShardIsAbandonedAtLeaseEndAndReportedRevoked) {
 
 // ── C8: a shard taken from us has its own, final lease ───────────────────────────
 
-TEST(ConsumerCore, C8_EveryHeartbeatDeclaresShardLease) {
+TEST(ConsumerCore, C8_D5_EveryHeartbeatDeclaresShardLeaseAndLayoutV2) {
   Driver d;
   d.Start();
-  EXPECT_EQ(d.InFlight().features, std::vector<std::string>{kFeatureShardLease});
+  EXPECT_EQ(d.InFlight().features,
+            (std::vector<std::string>{kFeatureLayoutV2, kFeatureShardLease}));
+}
+
+// RS3: a sealed shard read to its end is reported in completedShards at once (its children
+// wait for it), on every heartbeat after, until an answer no longer lists it; then the
+// shard, no longer assigned, is drained like any other.
+TEST(ConsumerCore, RS3_CompletedShardIsReportedAtOnceUntilTheAnswerStopsListingIt) {
+  Driver d;
+  d.Join({0, 1});
+  d.Advance(10);  // the join answer's follow-up timers
+  ASSERT_FALSE(d.in_flight.has_value());
+  d.Apply(d.core.OnShardCompleted(1, d.now));
+  ASSERT_TRUE(d.in_flight.has_value()) << "a completion is sent without waiting an interval";
+  EXPECT_EQ(d.InFlight().completed_shards, V{1});
+  EXPECT_EQ(d.InFlight().owned_shards, (V{0, 1}));
+  d.Respond({.assigned = {0, 1}});  // the coordinator has not recorded it yet
+  EXPECT_EQ(d.NextRequest().completed_shards, V{1}) << "repeated while still listed";
+  d.Respond({.assigned = {0}});  // recorded: the shard left the assignment
+  EXPECT_TRUE(d.draining.contains(1));
+  d.Drained(1);
+  const HeartbeatRequest& next = d.NextRequest();
+  EXPECT_TRUE(next.completed_shards.empty());
+  EXPECT_EQ(Revoking(next), (std::map<int32_t, RevokeState>{{1, RevokeState::kRevoked}}));
+}
+
+TEST(ConsumerCore, RS3_ACompletionOfAShardNotHeldIsIgnored) {
+  Driver d;
+  d.Join({0});
+  d.Advance(10);
+  const ConsumerActions a = d.Apply(d.core.OnShardCompleted(7, d.now));
+  EXPECT_FALSE(a.send.has_value());
+  EXPECT_TRUE(d.NextRequest().completed_shards.empty());
 }
 
 TEST(ConsumerCore, C8_TakenShardKeepsTheLeaseItHadAndIsAbandonedAloneAtItsEnd) {

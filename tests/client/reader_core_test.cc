@@ -31,6 +31,8 @@ class FakeContext : public ReaderContext {
     gave_up.push_back(error);
   }
   void Observe(ConsumerEvent event) override { events.push_back(std::move(event)); }
+  void OnSealed(int32_t shard) override { sealed.push_back(shard); }
+  std::vector<int32_t> sealed;
 
   std::vector<std::string> Of(ConsumerEventKind kind) const {
     std::vector<std::string> out;
@@ -362,6 +364,81 @@ TEST_F(ReaderCoreTest, WithoutXautoclaimThePendingListIsClaimedPageByPage) {
   ExpectCommand(Cmd::kReadPending);
   EXPECT_EQ(stats_.claimed.load(), 2);
   EXPECT_TRUE(stats_.redis_error().empty()) << stats_.redis_error();
+}
+
+constexpr const char* kSeal = "18446744073709551615-18446744073709551615";
+
+// RS2/RS3: the seal entry ends a sealed shard. It is never handed to the handler, it is
+// XACKed with the entries before it, and only once that XACK is confirmed is the shard
+// reported complete.
+TEST_F(ReaderCoreTest, TheSealIsAckedNeverDeliveredAndCompletesTheShardOnceAcked) {
+  ToLive();
+  LiveBatch({"5-0", kSeal});
+  ExpectDeliver("5-0");
+  core_.OnHandled(HandlerResult::Ok());
+  ReaderCommand c = ExpectCommand(Cmd::kAck);
+  EXPECT_EQ(c.ids, (std::vector<std::string>{"5-0", kSeal}));
+  EXPECT_TRUE(ctx_.sealed.empty()) << "complete only after the XACK is confirmed";
+  core_.OnReply(Acked(2));
+  EXPECT_EQ(ctx_.sealed, (std::vector<int32_t>{3}));
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kDeliver), (std::vector<std::string>{"5-0"}));
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kAck), (std::vector<std::string>{"5-0"}))
+      << "the seal is no message of the application's";
+  EXPECT_EQ(stats_.acked.load(), 1);
+  // Reading goes on (nothing can follow the seal) until the coordinator unassigns it.
+  ExpectCommand(Cmd::kReadLive);
+}
+
+TEST_F(ReaderCoreTest, ASealWhoseAckFailsIsNotReportedAndIsReadAgain) {
+  ToLive();
+  LiveBatch({kSeal});
+  ReaderCommand c = ExpectCommand(Cmd::kAck);
+  EXPECT_EQ(c.ids, (std::vector<std::string>{kSeal}));
+  core_.OnReply(ReaderReply::Error(ReaderReply::Kind::kTransport, "reset"));
+  EXPECT_TRUE(ctx_.sealed.empty());
+  c = ExpectCommand(Cmd::kReadPending);
+  EXPECT_EQ(c.cursor, "0");
+  core_.OnReply(Entries({kSeal}));
+  c = ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(1));
+  EXPECT_EQ(ctx_.sealed, (std::vector<int32_t>{3}));
+  EXPECT_TRUE(ctx_.Of(ConsumerEventKind::kDeliver).empty());
+}
+
+TEST_F(ReaderCoreTest, ALeaseEndBeforeTheSealsAckReportsNothing) {
+  ToLive();
+  LiveBatch({"5-0", kSeal});
+  ExpectDeliver("5-0");
+  ctx_.may_process = false;
+  core_.OnHandled(HandlerResult::Ok());
+  ctx_.budget_ms = 0;
+  const ReaderAction a = Next();
+  EXPECT_NE(a.kind, Kind::kCommand) << "no XACK after the lease ended";
+  EXPECT_TRUE(ctx_.sealed.empty());
+}
+
+// The maximum ID is terminal: the page walk of servers without XAUTOCLAIM must end at a
+// pending seal, not wrap around to 0-0 and claim the same page forever.
+TEST_F(ReaderCoreTest, ThePendingPageWalkEndsAtASeal) {
+  ExpectCommand(Cmd::kCreateGroup);
+  core_.OnReply(Ok());
+  ExpectCommand(Cmd::kAutoClaim);
+  core_.OnReply(ReaderReply::Error(ReaderReply::Kind::kError, "ERR unknown command 'XAUTOCLAIM'"));
+  ExpectCommand(Cmd::kPendingPage);
+  ReaderReply page;
+  page.ids = {"9-0", kSeal};
+  core_.OnReply(page);
+  ReaderCommand c = ExpectCommand(Cmd::kClaim);
+  EXPECT_EQ(c.ids, page.ids);
+  core_.OnReply(Acked(2));
+  c = ExpectCommand(Cmd::kReadPending);
+  EXPECT_EQ(c.cursor, "0");
+  core_.OnReply(Entries({"9-0", kSeal}));
+  ExpectDeliver("9-0");
+  core_.OnHandled(HandlerResult::Ok());
+  c = ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(2));
+  EXPECT_EQ(ctx_.sealed, (std::vector<int32_t>{3}));
 }
 
 class ReaderPolicyTest : public ReaderCoreTest {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "client/live_group.h"
+#include "client/publish_loop.h"
 #include "rsc/consumer.h"
 #include "rsc/producer.h"
 #include "rsc/routing.h"
@@ -66,16 +67,7 @@ constexpr char kGroup[] = "readers";
 
 std::string ShardKey(int s) { return std::string("{") + kStream + ":" + std::to_string(s) + "}"; }
 
-std::string Describe(const ConsumerStatus& s) {
-  std::ostringstream o;
-  o << "phase=" << s.phase << " epoch=" << s.member_epoch << " reading=[";
-  for (int32_t x : s.reading) o << x << " ";
-  o << "] draining=" << s.draining.size() << " revoked=" << s.revoked.size()
-    << " handled=" << s.messages_handled << " acked=" << s.messages_acked
-    << " claimed=" << s.messages_claimed << " hb_error='" << s.last_heartbeat_error
-    << "' redis_error='" << s.last_redis_error << "'";
-  return o.str();
-}
+using rsc::testing::DescribeConsumer;
 
 // Every delivery, per key, in handler-call order. Thread-safe.
 class Received {
@@ -115,38 +107,18 @@ class ShardGrowth : public ::testing::Test {
                                              rsc::testing::FastLeases()));
   }
 
-  std::string Endpoint() const { return "127.0.0.1:" + std::to_string(coordinator_->Port()); }
   std::string GroupPath() const { return std::string("/v1/groups/") + kStream + "/" + kGroup; }
 
   std::unique_ptr<Consumer> MakeConsumer(Received* received) {
-    ConsumerOptions o;
-    o.coordinator_endpoints = {Endpoint()};
-    o.stream = kStream;
-    o.group = kGroup;
-    o.redis_url = redis_.Url();
-    o.block = 200ms;
-    o.http_timeout = 1000ms;
-    ConsumerResult<std::unique_ptr<Consumer>> c =
-        Consumer::Create(std::move(o), [received](const Message& m) {
-          received->Add(m);
-          return HandlerResult::Ok();
-        });
-    EXPECT_TRUE(c.ok()) << c.error().message;
-    return c.ok() ? std::move(c).value() : nullptr;
+    return rsc::testing::MakeLiveConsumer(*coordinator_, redis_, kStream, kGroup,
+                                          [received](const Message& m) {
+                                            received->Add(m);
+                                            return HandlerResult::Ok();
+                                          });
   }
 
   std::unique_ptr<Producer> MakeProducer() {
-    ProducerOptions o;
-    o.coordinator_endpoints = {Endpoint()};
-    o.stream = kStream;
-    o.group = kGroup;
-    o.redis_url = redis_.Url();
-    ProducerResult<std::unique_ptr<Producer>> p = Producer::Create(o);
-    EXPECT_TRUE(p.ok()) << p.error().message;
-    if (!p.ok()) return nullptr;
-    std::unique_ptr<Producer> producer = std::move(p).value();
-    EXPECT_TRUE(producer->WaitForRouting(10s)) << producer->Metrics().last_refresh_error;
-    return producer;
+    return rsc::testing::MakeLiveProducer(*coordinator_, redis_, kStream, kGroup);
   }
 
   int64_t XLen(int shard) {
@@ -160,70 +132,6 @@ class ShardGrowth : public ::testing::Test {
   std::unique_ptr<CoordinatorProcess> coordinator_;
 };
 
-// Publishes (key, seq) messages until stopped; a failed publish is retried as-is until it
-// succeeds, so per-key seqs are published in increasing order. Records acknowledged ones.
-class PublishLoop {
- public:
-  explicit PublishLoop(Producer* producer) : producer_(producer) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~PublishLoop() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  int64_t published() const { return published_.load(); }
-  std::map<std::string, std::vector<int>> Sent() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return sent_;
-  }
-  std::map<std::string, int> Errors() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return errors_;
-  }
-  std::string fatal() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return fatal_;
-  }
-
- private:
-  void Run() {
-    for (int seq = 0; !stop_; ++seq) {
-      const std::string key = "k-" + std::to_string(seq % kKeys);
-      const StreamFields fields{{"key", key}, {"seq", std::to_string(seq)}};
-      const auto give_up = std::chrono::steady_clock::now() + 10s;
-      for (;;) {
-        ProducerResult<std::string> r = producer_->Publish(key, fields);
-        if (r.ok()) {
-          std::lock_guard<std::mutex> lock(mu_);
-          sent_[key].push_back(seq);
-          break;
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        ++errors_[std::string(ProducerErrorCodeName(r.error().code))];
-        if (r.error().code == ProducerErrorCode::kInvalidArgument ||
-            r.error().code == ProducerErrorCode::kClosed ||
-            std::chrono::steady_clock::now() > give_up) {
-          fatal_ = std::string(ProducerErrorCodeName(r.error().code)) + ": " + r.error().message;
-          return;
-        }
-      }
-      published_.fetch_add(1);
-      // Pacing (about 2000 messages/s), not synchronisation.
-      if (seq % 10 == 9) std::this_thread::sleep_for(5ms);
-    }
-  }
-
-  Producer* producer_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> published_{0};
-  mutable std::mutex mu_;
-  std::map<std::string, std::vector<int>> sent_;
-  std::map<std::string, int> errors_;
-  std::string fatal_;
-  std::thread thread_;
-};
-
 TEST_F(ShardGrowth, EightToSixteenUnderLoadLosesNothing) {
   Received received;
   std::unique_ptr<Consumer> a = MakeConsumer(&received);
@@ -232,14 +140,10 @@ TEST_F(ShardGrowth, EightToSixteenUnderLoadLosesNothing) {
   ASSERT_NE(b, nullptr);
   a->Start();
   b->Start();
-  auto reading_union = [&] {
-    std::set<int32_t> all;
-    for (Consumer* c : {a.get(), b.get()}) {
-      for (int32_t s : c->Status().reading) all.insert(s);
-    }
-    return all;
+  auto reading_union = [&] { return rsc::testing::ReadingUnion({a.get(), b.get()}); };
+  auto both = [&] {
+    return "a: " + DescribeConsumer(a->Status()) + "\nb: " + DescribeConsumer(b->Status());
   };
-  auto both = [&] { return "a: " + Describe(a->Status()) + "\nb: " + Describe(b->Status()); };
   ASSERT_TRUE(WaitFor(
       [&] {
         return reading_union().size() == kOldShards && !a->Status().reading.empty() &&
@@ -251,7 +155,7 @@ TEST_F(ShardGrowth, EightToSixteenUnderLoadLosesNothing) {
   std::unique_ptr<Producer> producer = MakeProducer();
   ASSERT_NE(producer, nullptr);
   ASSERT_EQ(producer->Metrics().shard_count, kOldShards);
-  PublishLoop loop(producer.get());
+  rsc::testing::PublishLoop loop(producer.get(), kKeys);
   ASSERT_TRUE(WaitFor([&] { return loop.published() >= 2000 || !loop.fatal().empty(); }, 10s,
                       "2000 messages (about 1 s) published on 8 shards"));
   ASSERT_EQ(loop.fatal(), "");
@@ -404,8 +308,8 @@ TEST_F(ShardGrowth, EightToSixteenUnderLoadLosesNothing) {
 
   a->Stop();
   b->Stop();
-  EXPECT_EQ(a->Status().phase, "left") << Describe(a->Status());
-  EXPECT_EQ(b->Status().phase, "left") << Describe(b->Status());
+  EXPECT_EQ(a->Status().phase, "left") << DescribeConsumer(a->Status());
+  EXPECT_EQ(b->Status().phase, "left") << DescribeConsumer(b->Status());
 }
 
 }  // namespace

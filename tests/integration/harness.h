@@ -123,6 +123,7 @@ struct Consumer {
   std::string last_status;
   json::value last;                   // last successful response body
   std::vector<std::string> features;  // sent as `features` when not empty
+  std::vector<int> completed;         // sent as `completedShards` when not empty (RS3)
 
   explicit Consumer(std::string member_id) : id(std::move(member_id)) {}
 
@@ -143,6 +144,11 @@ struct Consumer {
       json::array f;
       for (const std::string& name : features) f.push_back(json::string(name));
       o["features"] = std::move(f);
+    }
+    if (!completed.empty()) {
+      json::array c;
+      for (int s : completed) c.push_back(s);
+      o["completedShards"] = std::move(c);
     }
     return o;
   }

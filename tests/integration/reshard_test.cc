@@ -170,5 +170,49 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   EXPECT_EQ(JsonInt(billing, "shardCount"), 2) << JsonString(billing);
 }
 
+// RS3: a member's completedShards hint is checked in Redis and recorded before its
+// heartbeat is decided, so the children come in that very answer — with ticks too rare to
+// have done it (only the reshard request's own pass runs here).
+class ReshardHintTest : public ReshardTest {
+ protected:
+  int64_t TickMs() const override { return 600000; }
+};
+
+TEST_F(ReshardHintTest, ACompletedShardsHintHandsTheChildrenOnInTheSameAnswer) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 2, ShortLeases()));
+  ASSERT_FALSE(cli_->Run({"XADD", "{orders:0}", "*", "k", "v"}).type == CliReply::Type::kError);
+  Consumer a("a");
+  a.features = {"layout-v2", "shard-lease"};
+  ASSERT_TRUE(
+      WaitFor([&] { return Beat(*http_, a, kP, "billing").status == 200 && a.owned.size() == 2; },
+              10s, "a owns both shards"));
+  HttpResult ok = Reshard(JsonInt(Stream(), "revision"), 3);
+  ASSERT_EQ(ok.status, 200) << ok.Describe();
+  ASSERT_EQ(StateOf(1), "ACTIVE") << "the request's own pass seals and activates";
+  ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
+  EXPECT_EQ(JsonInts(a.last, "pendingShards"), (std::vector<int>{2, 3, 4})) << JsonString(a.last);
+  // D2: once resharded, every named shard's key is in the answer (parents included).
+  EXPECT_EQ(JsonStr(a.last.at("streams"), "0"), "{orders:0}") << JsonString(a.last);
+  EXPECT_EQ(JsonStr(a.last.at("streams"), "4"), "{orders:4}") << JsonString(a.last);
+
+  // A hint for a shard not yet read to its end changes nothing.
+  a.completed = {0};
+  ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
+  EXPECT_EQ(a.owned, (std::set<int>{0, 1})) << JsonString(a.last);
+  for (int s = 0; s < 2; ++s) {
+    std::vector<std::string> ids = Drain("{orders:" + std::to_string(s) + "}", "billing", "a");
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids.back(), kSeal);
+  }
+  // Read to their end, but no tick has seen it and nobody said so: still waiting.
+  a.completed.clear();
+  ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
+  EXPECT_EQ(JsonInts(a.last, "pendingShards"), (std::vector<int>{2, 3, 4})) << JsonString(a.last);
+  // The hint: checked in Redis, recorded, and the children are assigned in this answer.
+  a.completed = {0, 1};
+  ASSERT_EQ(Beat(*http_, a, kP, "billing").status, 200);
+  EXPECT_EQ(JsonInts(a.last, "assignedShards"), (std::vector<int>{2, 3, 4})) << JsonString(a.last);
+}
+
 }  // namespace
 }  // namespace rsc::integration

@@ -66,10 +66,11 @@ TEST(ParseHeartbeatRequest, AcceptsLimitsExactly) {
   auto r = ParseHeartbeatRequest(R"({"memberId":")" + id +
                                  R"(","memberEpoch":9223372036854775807,)"
                                  R"("metadataVersion":9223372036854775807,"lineage":")" +
-                                 lineage + R"(","ownedShards":[4095,0]})");
+                                 lineage + R"(","ownedShards":[2147483647,4096,0]})");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->member_epoch, INT64_MAX);
-  EXPECT_EQ(r->owned_shards, (std::vector<int32_t>{0, 4095}));
+  // SPEC D2: ids of later generations go above every id used before, past any shard count.
+  EXPECT_EQ(r->owned_shards, (std::vector<int32_t>{0, 4096, INT32_MAX}));
 }
 
 class HeartbeatBad : public testing::TestWithParam<BadCase> {};
@@ -146,11 +147,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"OwnedNotArray", "{" + kHb + R"(,"ownedShards":3})",
                 "ownedShards: must be an array, got an integer"},
         BadCase{"OwnedNegative", "{" + kHb + R"(,"ownedShards":[1,-1]})",
-                "ownedShards[1]: must be between 0 and 4095, got -1"},
-        BadCase{"OwnedTooBig", "{" + kHb + R"(,"ownedShards":[4096]})",
-                "ownedShards[0]: must be between 0 and 4095"},
+                "ownedShards[1]: must be between 0 and 2147483647, got -1"},
         BadCase{"OwnedInt32Overflow", "{" + kHb + R"(,"ownedShards":[2147483648]})",
-                "ownedShards[0]: must be between 0 and 4095"},
+                "ownedShards[0]: must be between 0 and 2147483647"},
+        BadCase{"CompletedNegative", "{" + kHb + R"(,"completedShards":[-1]})",
+                "completedShards[0]: must be between 0 and 2147483647"},
+        BadCase{"CompletedNotArray", "{" + kHb + R"(,"completedShards":7})",
+                "completedShards: must be an array"},
         BadCase{"OwnedString", "{" + kHb + R"(,"ownedShards":["1"]})",
                 "ownedShards[0]: must be an integer, got a string"},
         BadCase{"OwnedFloat", "{" + kHb + R"(,"ownedShards":[1.0]})",
@@ -174,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "revokingShards[0].state: must be a string"},
         BadCase{"RevokingShardNegative",
                 "{" + kHb + R"(,"revokingShards":[{"shard":-3,"state":"REVOKED"}]})",
-                "revokingShards[0].shard: must be between 0 and 4095"},
+                "revokingShards[0].shard: must be between 0 and 2147483647"},
         BadCase{
             "RevokingDuplicate",
             "{" + kHb +
@@ -220,6 +223,8 @@ TEST(ParseHeartbeatRequest, RoundTrip) {
   req.lineage = "tok";
   req.owned_shards = {0, 2, 4095};
   req.revoking_shards = {{1, RevokeState::kDraining}, {3, RevokeState::kRevoked}};
+  req.features = {kFeatureLayoutV2, kFeatureShardLease};
+  req.completed_shards = {5, 9000};
   auto back = ParseHeartbeatRequest(SerializeHeartbeatRequest(req));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(*back, req);
