@@ -85,6 +85,9 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"redelivery", "an entry was handed to a handler again"},
       {"drain_completed", "a consumer drained a revoked shard and reported it"},
       {"handler_hung", "a handler hung for at least a member lease"},
+      {"reshard_started", "an operator reshard was accepted (RS1)"},
+      {"publish_refused_sealed", "a producer's XADD hit a seal and went again later (RS2)"},
+      {"parent_completed", "a sealed shard was recorded read to its end (RS3)"},
       // Optional: the paths the kept regression seeds were about (tests/sim/simulator_test.cc
       // asserts that each regression test still reaches its path).
       {"leave_answered_sync", "a leave reporting a version Redis lost was answered SYNC", false},
@@ -103,6 +106,9 @@ const std::vector<ProbeSpec>& AllProbes() {
        "a create over a lost key started a correction round (no OK for one member lease)", false},
       {"rollback_deferred_for_restore", "a rollback waited for a deleted key's restore", false},
       {"end_waited_for_backlog", "the run's end waited for the last deliveries", false},
+      {"parent_reopened", "a completed parent was found incomplete again (RS3)", false},
+      {"publish_key_missing", "a producer's XADD NOMKSTREAM found no key (D3)", false},
+      {"absent_shard_claimed", "a member claimed a shard its group does not have (K4)", false},
   };
   return kProbes;
 }

@@ -50,6 +50,8 @@ class Buggify {
   bool Enabled(std::string_view site) const;
   // Enabled, faults active (safety phase), and the draw says fire.
   bool Fire(std::string_view site, double p, Rng& rng) const;
+  // Switches a site off for the whole run (a fault the run's configuration does not cover).
+  void Disable(std::string_view site) { on_.at(std::string(site)) = false; }
   // Faults stop at the heal: from then on nothing fires.
   void set_active(bool on) { active_ = on; }
   bool active() const { return active_; }

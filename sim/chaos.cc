@@ -39,7 +39,9 @@ void Simulation::OperatorCreate() {
   CreateGroupRequest c;
   c.stream = kStream;
   c.group = kGroup;
-  c.shard_count = p_.shards;
+  // A stream that has a layout (the group was lost, its stream was not) is joined as it is
+  // now, maybe resharded since (D3: no shardCount adopts the stream's); a new one is created.
+  c.shard_count = redis_.PeekLayout(kStream) ? 0 : p_.shards;
   c.config = p_.group;
   HttpRequest req;
   req.method = "POST";
@@ -82,6 +84,42 @@ void Simulation::OperatorRepair() {
         return true;
       },
       1, [this] { world_.After(500, [this] { OperatorRepair(); }); });
+}
+
+void Simulation::OperatorReshard() {
+  if (phase_ != Phase::kSafety) return;
+  HttpRequest get;
+  get.method = "GET";
+  get.target = fmt::format("/v1/streams/{}", kStream);
+  OperatorCall(
+      get,
+      [this](const HttpResponse& r) {
+        if (r.status != 200) return r.status != 0 && r.status < 500;  // 404: not created yet
+        Result<StreamView> view = ParseStreamView(r.body);
+        if (!view.ok()) return true;
+        ReshardRequest rr;
+        rr.expected_layout_revision = view->revision;
+        rr.shard_count = static_cast<int32_t>(world_.rng().Uniform(1, 16));
+        HttpRequest post;
+        post.method = "POST";
+        post.target = fmt::format("/v1/streams/{}/reshard", kStream);
+        post.body = SerializeReshardRequest(rr);
+        const int32_t n = rr.shard_count;
+        OperatorCall(
+            post,
+            [this, n](const HttpResponse& a) {
+              // 409s (in progress, conflict, clients too old) end it: an operator would
+              // look and decide again; the next scheduled reshard does.
+              if (a.status == 200) {
+                world_.probes().Hit("reshard_started");
+                world_.Fault("reshard", fmt::format("to {} shards", n));
+              }
+              return a.status != 0 && a.status < 500;
+            },
+            3);
+        return true;
+      },
+      3);
 }
 
 void Simulation::OperatorFence(const std::string& member) {

@@ -134,7 +134,8 @@ struct Checker::State {
   int64_t key_deleted_t = 0;
   std::set<std::string> in_mutex;
   // L1
-  int64_t single_held = 0;  // shards in [0, cfg.shards) held by exactly one process
+  int64_t single_held = 0;   // judged shards (Judged) held by exactly one process
+  std::set<int32_t> l1_ids;  // empty: 0..cfg.shards-1
   bool l1_pending = false;
   bool healed = false;  // a heal was seen: later faults re-arm L1
   int64_t l1_heal_t = 0;
@@ -158,11 +159,40 @@ struct Checker::State {
     return p;
   }
 
+  // The shards L1 judges: 0..cfg.shards-1, or after a reshard the ids a kFault "shards"
+  // named (the stream's newest generation; sealed ones are read to their end, owned by none).
+  bool Judged(int32_t s) const {
+    return l1_ids.empty() ? s >= 0 && s < cfg.shards : l1_ids.contains(s);
+  }
+  int32_t JudgedCount() const {
+    return l1_ids.empty() ? cfg.shards : static_cast<int32_t>(l1_ids.size());
+  }
+  std::vector<int32_t> JudgedIds() const {
+    if (!l1_ids.empty()) return {l1_ids.begin(), l1_ids.end()};
+    std::vector<int32_t> out;
+    for (int32_t s = 0; s < cfg.shards; ++s) out.push_back(s);
+    return out;
+  }
+  void SetJudged(const std::string& ids) {
+    l1_ids.clear();
+    size_t start = 0;
+    while (start < ids.size()) {
+      size_t comma = ids.find(',', start);
+      if (comma == std::string::npos) comma = ids.size();
+      l1_ids.insert(static_cast<int32_t>(std::stol(ids.substr(start, comma - start))));
+      start = comma + 1;
+    }
+    single_held = 0;
+    for (const auto& [id, sh] : shards) {
+      if (Judged(id) && sh.holders == 1) ++single_held;
+    }
+  }
+
   void AddHolders(int32_t s, ShardState& sh, int32_t delta) {
     const int32_t before = sh.holders;
     sh.holders += delta;
     if (sh.holders <= 1) excused_overlap.erase(s);
-    if (s < 0 || s >= cfg.shards) return;
+    if (!Judged(s)) return;
     if (before == 1) --single_held;
     if (sh.holders == 1) ++single_held;
   }
@@ -567,9 +597,12 @@ struct Checker::State {
       const auto owned = ParseShardList(e.owned);
       const auto blocked = ParseShardList(e.blocked);
       if (e.in_round == 1 && claimed && owned && blocked) {
+        const auto absent = ParseShardList(e.absent);
         for (int32_t s : *claimed) {
           if (std::find(owned->begin(), owned->end(), s) != owned->end()) continue;
           if (std::find(blocked->begin(), blocked->end(), s) != blocked->end()) continue;
+          // A shard the state does not have cannot be blocked (K4 lists it, S11).
+          if (absent && std::find(absent->begin(), absent->end(), s) != absent->end()) continue;
           Report("S12",
                  fmt::format("{} answered {} to member {} during a correction round; the member "
                              "claims shard {} against the stored ownership, but the state the "
@@ -672,6 +705,7 @@ struct Checker::State {
       ++n.l1_rearms;
       ArmL1(t);
     }
+    if (f == "shards") SetJudged(e.member);
     if (IsRollback(f)) {
       if (cfg.taint_on_rollback_fault) {
         for (auto& [name, p] : procs) Taint(name, p, t);
@@ -701,8 +735,8 @@ struct Checker::State {
   }
 
   bool Converged(int64_t t) {
-    if (cfg.shards <= 0 || single_held != cfg.shards) return false;
-    for (int32_t s = 0; s < cfg.shards; ++s) {
+    if (cfg.shards <= 0 || single_held != JudgedCount()) return false;
+    for (int32_t s : JudgedIds()) {
       for (const Record& r : shards[s].records) {
         if (r.end == End::kHolding && t >= Bound(procs[r.proc].holds.at(s).lease_end)) {
           return false;
@@ -714,7 +748,8 @@ struct Checker::State {
 
   std::string Unconverged(int64_t t) {
     std::vector<std::string> bad;
-    for (int32_t s = 0; s < cfg.shards && bad.size() < 10; ++s) {
+    for (int32_t s : JudgedIds()) {
+      if (bad.size() >= 10) break;
       std::vector<std::string> holders;
       bool inactive = false;
       for (const Record& r : shards[s].records) {

@@ -107,8 +107,10 @@
 //    is -1, "you left": the member drops everything).
 // S12 (check_coordinator, when recorded) M5: in a decision whose state has a round
 //    (in_round 1), every claimed shard the member does not own there (owned) is among its
-//    blockers there (blocked). (The simulator leaves in_round unknown for an unproven
-//    request: its claims are no evidence and block nothing.)
+//    blockers there (blocked), unless that state does not have the shard at all (absent: a
+//    retired generation's, or one a rollback of the layout lost — a blocker holds back a
+//    shard's grant, and there is none). (The simulator leaves in_round unknown for an
+//    unproven request: its claims are no evidence and block nothing.)
 // S13 (check_coordinator, when recorded) M6: a kCommit that ends a correction round
 //    (round_age_ms ≥ 0) comes at least member_lease_us − clock_skew_us after the round
 //    began: a client that held shards under a lost grant and has not been heard from has by

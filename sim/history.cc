@@ -61,7 +61,7 @@ struct StrField {
   std::string_view name;
   std::string HistEvent::*member;
 };
-constexpr std::array<StrField, 16> kStrFields = {{
+constexpr std::array<StrField, 17> kStrFields = {{
     {"proc", &HistEvent::proc},
     {"member", &HistEvent::member},
     {"stream", &HistEvent::stream},
@@ -72,6 +72,7 @@ constexpr std::array<StrField, 16> kStrFields = {{
     {"status", &HistEvent::status},
     {"detail", &HistEvent::detail},
     {"req_digest", &HistEvent::req_digest},
+    {"absent", &HistEvent::absent},
     {"resp_digest", &HistEvent::resp_digest},
     {"claimed", &HistEvent::claimed},
     {"assigned", &HistEvent::assigned},

@@ -103,6 +103,9 @@ struct HistEvent {
   std::string revoked;
   std::string owned;
   std::string blocked;
+  // kDecision: claimed shards that state does not have (a retired generation's, or one a
+  // rollback of the layout lost): K4 lists them, M5 cannot block them.
+  std::string absent;
   int64_t in_round = -1;
   // kCommit: the write ended the correction round of the state it replaced, which had
   // lasted this long on the coordinators' clocks (-1: no round ended).

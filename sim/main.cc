@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   int shards = 0;
   int consumers = 0;
   int producers = 0;
+  int reshards = -1;
   std::string expect;
   std::string mutant;
   bool list_mutants = false;
@@ -49,6 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--shards", shards, "Shard count (default: drawn per seed, 1-16)");
   app.add_option("--consumers", consumers, "Consumer count (default: drawn per seed, 1-6)");
   app.add_option("--producers", producers, "Producer count (default: drawn per seed, 1-3)");
+  app.add_option("--reshards", reshards,
+                 "Operator reshards per run (default: drawn per seed, 0-3; 0 = none)");
   app.add_flag("--all-faults", all_faults, "Switch every BUGGIFY site on");
   app.add_flag("--no-faults", no_faults, "Switch every BUGGIFY site off");
   app.add_option("--expect", expect,
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
   base.shards = shards;
   base.consumers = consumers;
   base.producers = producers;
+  base.reshards = reshards;
   base.mutant = mutant;
   base.sites = all_faults  ? rsc::sim::Buggify::Mode::kAllOn
                : no_faults ? rsc::sim::Buggify::Mode::kAllOff

@@ -33,6 +33,9 @@ const std::vector<MutantInfo>& Mutants() {
        "a new owner does not take over the previous owner's pending entries"},
       {"c4_handle_after_lease", "C4", "S1",
        "a reader goes on handling and XACKing its batch after its lease ended or an abandon"},
+      {"rs3_children_early", "RS3", "S4",
+       "every shard of a sealed generation is recorded complete at once, so children are "
+       "assigned before their parents are read to their end"},
       {"pr5_ignore_routing_lease", "PR3/PR5", "S5",
        "the producer treats every routing answer as valid forever (never fails closed)"},
   };
@@ -100,6 +103,23 @@ class AssignBeforeRevoke : public StateMutant {
   }
 };
 
+// RS3: parents are recorded complete without looking in Redis (as RecordCompletions does
+// for a real completion: no owner, no target), so their children are assigned at once.
+class ChildrenEarly : public StateMutant {
+  void Mutate(const GroupMetadata&, GroupMetadata& next) const override {
+    for (ShardState& sh : next.shards) {
+      if (sh.generation >= next.active_generation || sh.completed) continue;
+      sh.completed = true;
+      sh.owner.clear();
+      sh.target.clear();
+      sh.revoke_since_ms = 0;
+      sh.revoke_version = 0;
+      sh.taken_ms = 0;
+      sh.release_at_ms = 0;
+    }
+  }
+};
+
 // C8: a taken shard is released almost at once, not after the last grant on it ended.
 class ReleaseTakenAtOnce : public StateMutant {
   void Mutate(const GroupMetadata&, GroupMetadata& next) const override {
@@ -143,12 +163,9 @@ class EndRoundEarly : public Decider {
           CheckClientVersion(view, req.metadata_version, req.lineage, env.now_ms);
       const bool sync = vc == VersionCheck::kAhead || vc == VersionCheck::kDiverged ||
                         vc == VersionCheck::kUnproven;
-      if (r.member_epoch != -1) {
-        r.status = sync                        ? HeartbeatStatus::kSyncMetadata
-                   : !r.revoke_shards.empty()  ? HeartbeatStatus::kDrain
-                   : !r.pending_shards.empty() ? HeartbeatStatus::kRevokePending
-                                               : HeartbeatStatus::kOk;
-      }
+      // The real status rule on the round-less view (a second copy of it here once missed
+      // RS3's waiting children, and the mutant's runs deadlocked instead of being caught).
+      if (r.member_epoch != -1) r.status = AnswerStatus(view, r, sync);
     }
     return d;
   }
@@ -237,6 +254,7 @@ std::unique_ptr<Decider> MakeMutantDecider(std::string_view name) {
   if (name == "m6_end_round_early") return std::make_unique<EndRoundEarly>();
   if (name == "m8_ignore_lineage") return std::make_unique<IgnoreLineage>();
   if (name == "c8_release_taken_at_once") return std::make_unique<ReleaseTakenAtOnce>();
+  if (name == "rs3_children_early") return std::make_unique<ChildrenEarly>();
   return nullptr;
 }
 

@@ -32,6 +32,10 @@ bool IsConnError(const StreamReply& r) { return r.error.rfind(kConnError, 0) == 
 client::ReaderEntry ToEntry(const StreamEntry& e) {
   client::ReaderEntry out;
   out.id = e.id.str();
+  if (e.seal >= 0) {  // a seal entry (RS2): its one field, as the coordinator writes it
+    out.fields = {{"rsc-seal", std::to_string(e.seal)}};
+    return out;
+  }
   if (e.key.empty() && e.seq < 0) {  // trimmed while pending: listed by its id only
     out.deleted = true;
     return out;

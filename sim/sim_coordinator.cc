@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include "core/protocol_json.h"
+#include "server/tick_loop.h"
 
 namespace rsc::sim {
 
@@ -23,7 +24,9 @@ bool DecidedError(ErrorCode code) {
 }  // namespace
 
 // ── the MetadataStore the real GroupService runs on ─────────────────────────────────
-class SimCoordinator::Store : public MetadataStore {
+// It is also the coordinator's StreamAdmin (resharding): the same calls over the same
+// simulated connection.
+class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
  public:
   explicit Store(SimCoordinator& c) : c_(c) {}
 
@@ -129,6 +132,17 @@ class SimCoordinator::Store : public MetadataStore {
                                          const Layout& next, TimeMs now_ms) override {
     return Call<CasOutcome>(
         [&] { return redis().CompareAndSetLayout(stream, expected, next, now_ms); }, true);
+  }
+
+  // ── StreamAdmin ──
+  Status CreateConsumerGroup(const std::string& key, const std::string& group) override {
+    return Call<Unit>([&] { return redis().CreateConsumerGroup(key, group); }, false);
+  }
+  Result<bool> Seal(const std::string& key, int32_t generation) override {
+    return Call<bool>([&] { return redis().Seal(key, generation); }, true);
+  }
+  Result<GroupProgress> Progress(const std::string& key, const std::string& group) override {
+    return Call<GroupProgress>([&] { return redis().Progress(key, group); }, false);
   }
 
   // SET NX PX, polled with a short jittered backoff until `wait` (like RedisStore::Lock).
@@ -246,6 +260,12 @@ class SimCoordinator::Observer : public ServiceObserver {
         case EventKind::kBlockerRecorded:
           w_.probes().Hit("blocker_recorded");
           break;
+        case EventKind::kParentCompleted:
+          w_.probes().Hit("parent_completed");
+          break;
+        case EventKind::kParentReopened:
+          w_.probes().Hit("parent_reopened");
+          break;
         case EventKind::kShardTaken:
           w_.probes().Hit("shard_taken");
           break;
@@ -323,10 +343,15 @@ class SimCoordinator::Recorder : public CoordinatorApi {
     if (r.ok() && basis.valid && basis.state) {
       // What the state the answer derives from says of this member (S11/S12 oracle data).
       const GroupMetadata& m = *basis.state;
-      std::vector<int32_t> owned, blocked;
+      std::vector<int32_t> owned, blocked, absent;
       for (const ShardState& sh : m.shards) {
         if (sh.owner == req.member_id.str()) owned.push_back(sh.id);
       }
+      for (int32_t s : claimed) {
+        if (m.FindShard(s) == nullptr) absent.push_back(s);
+      }
+      if (!absent.empty()) w.probes().Hit("absent_shard_claimed");
+      e.absent = ShardList(absent);
       if (m.round) {
         for (const Blocker& b : m.round->blockers) {
           if (b.member == req.member_id) blocked.push_back(b.shard.value());
@@ -406,6 +431,13 @@ class SimCoordinator::Recorder : public CoordinatorApi {
   Result<GroupView> RestoreGroup(std::string_view export_json) override {
     return s_.RestoreGroup(export_json);
   }
+  Result<StreamView> DescribeStream(const std::string& stream) override {
+    return s_.DescribeStream(stream);
+  }
+  Result<StreamView> Reshard(const std::string& stream, int64_t expected_revision,
+                             int32_t shard_count) override {
+    return s_.Reshard(stream, expected_revision, shard_count);
+  }
   Status Ready() override { return s_.Ready(); }
 
  private:
@@ -425,7 +457,9 @@ SimCoordinator::SimCoordinator(CoordContext& ctx, int slot, int incarnation, Tim
       tokens_(*ctx.world) {
   store_ = std::make_unique<Store>(*this);
   observer_ = std::make_unique<Observer>(*ctx.world);
-  service_ = std::make_unique<GroupService>(*store_, clock_, tokens_, *observer_, ctx.service,
+  GroupServiceOptions service = ctx.service;
+  service.streams = store_.get();  // as in production: a coordinator can always reshard
+  service_ = std::make_unique<GroupService>(*store_, clock_, tokens_, *observer_, service,
                                             [] { return OkStatus(); });
   recorder_ = std::make_unique<Recorder>(*this, *service_);
   metrics_ = std::make_unique<Metrics>();
@@ -494,13 +528,9 @@ void SimCoordinator::ScheduleTick() {
 }
 
 void SimCoordinator::RunTick() {
-  // TickLoop::RunOnce: every indexed group, one mutex + CAS cycle each (no waiting).
-  auto groups = service_->ListGroups();
-  if (!groups.ok()) return;
-  for (const GroupKey& key : *groups) {
-    if (crashed_ || terminating_) return;
-    (void)service_->Tick(key);
-  }
+  // The production pass (server/tick_loop.h): stream ticks, then one mutex + CAS cycle per
+  // group (no waiting).
+  (void)TickPass(*service_, [this] { return crashed_ || terminating_; });
 }
 
 void SimCoordinator::Terminate() {

@@ -192,14 +192,16 @@ void SimProducer::PublishOne() {
         in_flight_.erase(key);
         const bool no_reply = !reply.ok() && reply.error.rfind(kConnError, 0) == 0;
         if (no_reply) conn_epoch_ = 0;  // reconnect next time
-        const client::XaddReply xadd{reply.ok() ? client::XaddReply::Kind::kId
-                                     : no_reply ? client::XaddReply::Kind::kNoReply
-                                                : client::XaddReply::Kind::kError,
+        const client::XaddReply xadd{reply.nil    ? client::XaddReply::Kind::kNil
+                                     : reply.ok() ? client::XaddReply::Kind::kId
+                                     : no_reply   ? client::XaddReply::Kind::kNoReply
+                                                  : client::XaddReply::Kind::kError,
                                      reply.ok() ? reply.added.str() : reply.error};
         const ProducerResult<std::string> outcome =
             client::ProducerRuntime::PublishOutcome(xadd, target.stream);
-        if (client::ProducerRuntime::IsSealRefusal(xadd)) {
-          runtime_.OnSealRefusal();  // RS2: refresh at once; the message goes again later
+        if (client::ProducerRuntime::IsStaleTarget(xadd)) {
+          env_.world().probes().Hit(reply.nil ? "publish_key_missing" : "publish_refused_sealed");
+          runtime_.OnStaleTarget();  // RS2, D3: refresh at once; the message goes again later
           Tick();
         }
         // Unknown or refused: the same (key, seq) is published again later.

@@ -122,6 +122,12 @@ std::optional<GroupMetadata> SimRedis::PeekMetadata(const GroupKey& key) const {
   return std::move(m).value();
 }
 
+std::optional<Layout> SimRedis::PeekLayout(const std::string& stream) {
+  Result<std::optional<StoredLayout>> r = primary_.LoadLayout(stream);
+  if (!r.ok() || !r->has_value()) return std::nullopt;
+  return (*r)->layout;
+}
+
 std::map<std::string, TimeMs> SimRedis::PeekLiveness(const GroupKey& key) const {
   auto it = primary_.data().live.find(key.Tag());
   return it == primary_.data().live.end() ? std::map<std::string, TimeMs>{} : it->second;
@@ -295,9 +301,33 @@ StreamReply SimRedis::Stream(const std::function<StreamOp(Streams&)>& op) {
 }
 
 StreamReply SimRedis::XAdd(const std::string& stream, const StreamEntry& fields) {
-  StreamReply r = Stream([&](Streams& s) { return sim::XAdd(s, stream, world_.now(), fields); });
+  // As producers send it: XADD key NOMKSTREAM * … (SPEC D3).
+  StreamReply r =
+      Stream([&](Streams& s) { return sim::XAdd(s, stream, world_.now(), fields, true); });
   ServeWaiters(stream);
   return r;
+}
+
+Result<Unit> SimRedis::CreateConsumerGroup(const std::string& stream, const std::string& group) {
+  // BUSYGROUP is success (an existing group is kept, D3).
+  (void)Stream([&](Streams& s) { return sim::XGroupCreate(s, stream, group); });
+  return Unit{};
+}
+
+Result<bool> SimRedis::Seal(const std::string& stream, int32_t generation) {
+  StreamReply r = Stream([&](Streams& s) { return sim::XAddSeal(s, stream, generation); });
+  if (r.count > 0) ServeWaiters(stream);  // a blocked XREADGROUP gets the seal
+  return r.count > 0;
+}
+
+Result<GroupProgress> SimRedis::Progress(const std::string& stream, const std::string& group) {
+  StreamReply r = Stream([&](Streams& s) { return sim::XInfoGroup(s, stream, group); });
+  GroupProgress p;
+  if (!r.ok()) return p;  // no stream or no group: not complete
+  p.exists = true;
+  p.last_delivered_id = r.cursor.str();
+  p.pending = r.count;
+  return p;
 }
 
 void SimRedis::XReadGroupBlock(const std::string& stream, const std::string& group,

@@ -32,6 +32,7 @@
 
 #include "core/clock.h"
 #include "core/store.h"
+#include "core/stream_admin.h"
 #include "sim/memory_store.h"
 #include "sim/streams.h"
 #include "sim/world.h"
@@ -88,10 +89,17 @@ class SimRedis {
   std::optional<GroupMetadata> PeekMetadata(const GroupKey& key) const;
   std::map<std::string, TimeMs> PeekLiveness(const GroupKey& key) const;
   bool HasMetadata(const GroupKey& key) const;
+  // The primary's layout of `stream`, read directly (nullopt if missing or unreadable).
+  std::optional<Layout> PeekLayout(const std::string& stream);
 
   // ── streams ──
   StreamReply Stream(const std::function<StreamOp(Streams&)>& op);
   StreamReply XAdd(const std::string& stream, const StreamEntry& fields);
+  // The coordinator's stream operations for resharding (core/stream_admin.h, as
+  // redis/redis_stream_admin.cc runs them): XGROUP CREATE … MKSTREAM, the seal, XINFO GROUPS.
+  Result<Unit> CreateConsumerGroup(const std::string& stream, const std::string& group);
+  Result<bool> Seal(const std::string& stream, int32_t generation);
+  Result<GroupProgress> Progress(const std::string& stream, const std::string& group);
   // XREADGROUP … BLOCK: answers at once when entries (or an error) are there, else when an
   // entry is added or `block_ms` passes (an empty reply), or with an error on failover.
   void XReadGroupBlock(const std::string& stream, const std::string& group,

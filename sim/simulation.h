@@ -35,6 +35,7 @@ struct SimOptions {
   int32_t shards = 0;
   int consumers = 0;
   int producers = 0;
+  int reshards = -1;  // operator reshards per run; -1 = drawn from the seed
   Buggify::Mode sites = Buggify::Mode::kRandom;
   FILE* trace = nullptr;  // print every event as it happens
   std::string mutant;     // a run-time mutant (sim/mutants.h); "" = the correct system
@@ -67,6 +68,7 @@ struct SimParams {
   int keys = 4;
   TimeMs max_lag_ms = 0;
   TimeMs skew_bound_ms = 150;  // coordinator wall clocks stay within ±this of true time
+  int reshards = 0;            // operator reshards (1–16 shards) during the fault phase
   std::string Describe() const;
 };
 

@@ -130,6 +130,8 @@ class Simulation : public Services {
   void OperatorCreate();
   void OperatorRepair();
   void OperatorFence(const std::string& member);
+  // POST /v1/streams/{P}/reshard to 1–16 shards with the current layout revision.
+  void OperatorReshard();
   std::string DumpState();
 
   const SimOptions opt_;

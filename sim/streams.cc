@@ -6,9 +6,17 @@
 
 namespace rsc::sim {
 
-std::string StreamId::str() const { return fmt::format("{}-{}", ms, seq); }
+namespace {
+constexpr const char* kMaxIdText = "18446744073709551615-18446744073709551615";
+}  // namespace
+
+std::string StreamId::str() const {
+  if (is_max()) return kMaxIdText;
+  return fmt::format("{}-{}", ms, seq);
+}
 
 std::optional<StreamId> StreamId::Parse(const std::string& s) {
+  if (s == kMaxIdText) return Max();
   const auto dash = s.find('-');
   if (dash == std::string::npos) return std::nullopt;
   StreamId id;
@@ -37,8 +45,19 @@ GroupState* FindGroup(Streams& s, const std::string& stream, const std::string& 
 
 }  // namespace
 
-StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEntry& fields) {
+StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEntry& fields,
+              bool nomkstream) {
+  if (nomkstream && !s.contains(stream)) {
+    StreamOp nil;
+    nil.reply.nil = true;
+    return nil;
+  }
   StreamState& st = s[stream];
+  if (st.last_id.is_max()) {
+    StreamOp refused;
+    refused.reply.error = kExhausted;
+    return refused;
+  }
   StreamId id{now, 0};
   if (!(st.last_id < id)) id = StreamId{st.last_id.ms, st.last_id.seq + 1};
   StreamEntry e = fields;
@@ -52,6 +71,37 @@ StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEnt
     rs.entries[e.id] = e;
     rs.last_id = std::max(rs.last_id, e.id);
   };
+  return op;
+}
+
+StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation) {
+  StreamState& st = s[stream];
+  StreamOp op;
+  if (st.last_id.is_max()) return op;  // sealed already: nothing written
+  StreamEntry e;
+  e.id = StreamId::Max();
+  e.seal = generation;
+  st.entries[e.id] = e;
+  st.last_id = e.id;
+  op.reply.added = e.id;
+  op.reply.count = 1;
+  op.effect = [stream, e](Streams& r) {
+    StreamState& rs = r[stream];
+    rs.entries[e.id] = e;
+    rs.last_id = e.id;
+  };
+  return op;
+}
+
+StreamOp XInfoGroup(Streams& s, const std::string& stream, const std::string& group) {
+  StreamOp op;
+  GroupState* g = FindGroup(s, stream, group);
+  if (!g) {
+    op.reply = NoGroup(stream, group);
+    return op;
+  }
+  op.reply.cursor = g->last_delivered;
+  op.reply.count = static_cast<int64_t>(g->pel.size());
   return op;
 }
 

@@ -43,6 +43,10 @@ struct StreamId {
   int64_t ms = 0;
   int64_t seq = 0;
   auto operator<=>(const StreamId&) const = default;
+  // The last possible ID (a seal, SPEC RS2). Redis's is 2^64-1 in both parts; the model
+  // keeps int64 parts and spells this one sentinel as Redis does (str and Parse).
+  static StreamId Max() { return StreamId{INT64_MAX, INT64_MAX}; }
+  bool is_max() const { return *this == Max(); }
   std::string str() const;
   static std::optional<StreamId> Parse(const std::string& s);
 };
@@ -52,6 +56,7 @@ struct StreamEntry {
   std::string key;
   int64_t seq = -1;
   std::string producer;
+  int32_t seal = -1;  // ≥ 0: the seal entry of this generation (fields `rsc-seal <g>`)
 };
 
 struct PendingInfo {
@@ -89,6 +94,7 @@ struct StreamReply {
   StreamId cursor;                  // XAUTOCLAIM: next cursor (0-0 = done)
   StreamId added;                   // XADD
   int64_t count = 0;                // XACK
+  bool nil = false;                 // XADD NOMKSTREAM to a missing key
   bool ok() const { return error.empty(); }
 };
 
@@ -97,7 +103,20 @@ struct StreamOp {
   StreamEffect effect;  // null when nothing changed
 };
 
-StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEntry& fields);
+// `XADD key * …`: refused once the stream's last id is the maximum (a seal, RS2) with
+// Redis's words, kExhausted.
+// With `nomkstream` (XADD key NOMKSTREAM * …, what producers send, SPEC D3) a missing key is
+// not created: the reply is nil (reply.nil), nothing changes.
+StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEntry& fields,
+              bool nomkstream = false);
+inline constexpr const char* kExhausted =
+    "ERR The stream has exhausted the last possible ID, unable to add more items";
+// The coordinator's seal (redis_stream_admin.cc): `XADD key <max id> rsc-seal <g>` unless the
+// stream already ends with it (reply.count 1 when it wrote one, 0 otherwise).
+StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation);
+// XINFO GROUPS, for one group: whether it exists, its last-delivered id, its pending count
+// (in reply.cursor and reply.count; NOGROUP when the stream or the group is missing).
+StreamOp XInfoGroup(Streams& s, const std::string& stream, const std::string& group);
 StreamOp XGroupCreate(Streams& s, const std::string& stream, const std::string& group);
 StreamOp XAutoClaim(Streams& s, const std::string& stream, const std::string& group,
                     const std::string& consumer, StreamId cursor, int count);

@@ -16,8 +16,10 @@
 // jittered backoff otherwise); a round that fails on every endpoint is retried with
 // exponential backoff, never less often than the refresh interval (SPEC C6, PR4).
 //
-// Reshards (SPEC RS2, docs/protocol.md PR6): once a reshard seals the shards a publish was
-// routed to, Redis refuses the XADD ("exhausted the last possible ID": nothing written). The
+// Reshards (SPEC RS2, D3, docs/protocol.md PR6): XADDs are sent with NOMKSTREAM (Redis ≥
+// 6.2), so a missing key is never created. Once a reshard seals the shards a publish was
+// routed to, Redis refuses the XADD ("exhausted the last possible ID": nothing written); a
+// missing key answers nil (nothing written). The
 // producer then refreshes at once and sends the entry again on the new generation, in order
 // with the other refused entries of its batch, while the routing lease it was routed under
 // lasts; the caller sees no failure (kStaleRouting only if the lease ends first). A publish

@@ -59,13 +59,24 @@ using redis::CommandKind;
 using redis::ConnectionOptions;
 using redis::Reply;
 
-std::vector<std::string> XaddArgs(const std::string& stream, const StreamFields& fields) {
-  std::vector<std::string> args{"XADD", stream, "*"};
+// XADD key NOMKSTREAM * f v …: a missing key is stale routing, never a stream created
+// anew (SPEC D3). Without NOMKSTREAM (Redis < 6.2) a missing key is created.
+std::vector<std::string> XaddArgs(const std::string& stream, const StreamFields& fields,
+                                  bool nomkstream) {
+  std::vector<std::string> args{"XADD", stream};
+  if (nomkstream) args.emplace_back("NOMKSTREAM");
+  args.emplace_back("*");
   for (const auto& [f, v] : fields) {
     args.push_back(f);
     args.push_back(v);
   }
   return args;
+}
+
+// Redis < 6.2 parses NOMKSTREAM as the entry ID.
+bool UnknownNoMkStream(const std::string& error) {
+  return error.find("Invalid stream ID") != std::string::npos ||
+         error.find("syntax error") != std::string::npos;
 }
 
 }  // namespace
@@ -171,12 +182,20 @@ class Producer::Impl : public client::ProducerPorts {
       }
     }
     std::lock_guard<std::mutex> redis_lock(redis_mu_);
-    // RS2: entries refused by a sealed shard were not written; they go again, in input order
-    // (entries of one key keep their order), on the routing that follows the reshard — while
-    // the routing lease they were routed under lasts. The caller sees no failure.
+    // RS2, D3: entries refused by a sealed shard or a missing key were not written; they go
+    // again, in input order (entries of one key keep their order), on the routing that
+    // follows — while the routing lease they were routed under lasts. The caller sees no
+    // failure.
     std::optional<TimeMs> retry_until;
     while (!todo.empty()) {
       Attempt attempt = SendOnce(keys, fields, todo, results);
+      if (!attempt.again.empty()) {
+        // Sent again at once, with the stale targets among them if any (input order).
+        attempt.again.insert(attempt.again.end(), attempt.sealed.begin(), attempt.sealed.end());
+        std::sort(attempt.again.begin(), attempt.again.end());
+        todo = std::move(attempt.again);
+        continue;
+      }
       if (attempt.sealed.empty()) break;
       if (!retry_until) retry_until = attempt.lease_end_ms;
       if (!WaitForNewRouting(attempt.version, *retry_until)) break;
@@ -186,7 +205,8 @@ class Producer::Impl : public client::ProducerPorts {
   }
 
   struct Attempt {
-    std::vector<size_t> sealed;  // indices refused by a sealed shard
+    std::vector<size_t> again;   // indices to send again at once (NOMKSTREAM unknown)
+    std::vector<size_t> sealed;  // indices refused by a stale target (sealed, or no key)
     int64_t version = 0;         // the routing version they were routed under
     TimeMs lease_end_ms = 0;     // and its lease end
   };
@@ -202,6 +222,7 @@ class Producer::Impl : public client::ProducerPorts {
     std::vector<std::string_view> todo_keys;
     for (size_t i : todo) todo_keys.push_back(keys[i]);
     std::vector<ProducerResult<RouteTarget>> routes = RouteAll(todo_keys);
+    const bool nomkstream = nomkstream_.load();
     std::vector<redis::KeyedCommand> cmds;
     std::vector<size_t> sent;  // cmds[k] publishes keys[todo[sent[k]]]
     TimeMs lease_end_ms = std::numeric_limits<TimeMs>::max();
@@ -216,7 +237,7 @@ class Producer::Impl : public client::ProducerPorts {
         continue;
       }
       const RouteTarget& route = routes[j].value();
-      cmds.push_back({route.stream, XaddArgs(route.stream, *fields[i])});
+      cmds.push_back({route.stream, XaddArgs(route.stream, *fields[i], nomkstream)});
       sent.push_back(j);
       lease_end_ms = std::min(lease_end_ms, route.lease_end_ms);
     }
@@ -244,6 +265,14 @@ class Producer::Impl : public client::ProducerPorts {
       client::XaddReply reply;
       if (!r.ok()) {
         reply = {client::XaddReply::Kind::kNoReply, r.error().message};
+      } else if (r->IsNil()) {
+        reply = {client::XaddReply::Kind::kNil, "nil"};
+      } else if (nomkstream && r->IsError() && UnknownNoMkStream(r->str)) {
+        // Redis < 6.2 took NOMKSTREAM for an ID: nothing was written. Send without it from
+        // now on (a missing key is then created, as before D3).
+        nomkstream_.store(false);
+        out.again.push_back(i);
+        continue;
       } else if (r->IsString() || r->IsStatus()) {
         reply = {client::XaddReply::Kind::kId, std::move(r->str)};
       } else if (r->IsError()) {
@@ -252,7 +281,7 @@ class Producer::Impl : public client::ProducerPorts {
         reply = {client::XaddReply::Kind::kUnexpected, r->DebugString()};
       }
       results[i] = client::ProducerRuntime::PublishOutcome(reply, route.stream);
-      if (client::ProducerRuntime::IsSealRefusal(reply)) {
+      if (client::ProducerRuntime::IsStaleTarget(reply)) {
         out.sealed.push_back(i);
         out.version = route.metadata_version;
         out.lease_end_ms = route.lease_end_ms;
@@ -274,7 +303,7 @@ class Producer::Impl : public client::ProducerPorts {
       if (closed_ || SteadyNowMs() >= until) return false;
       const auto& routing = runtime_.core().routing();
       if (routing && routing->metadata_version != version) return true;
-      runtime_.OnSealRefusal();
+      runtime_.OnStaleTarget();
       seal_retries_.fetch_add(1);
       cv_.notify_all();  // the refresh thread re-evaluates at once
       const TimeMs wait = std::min<TimeMs>(kSealRetryMs, until - SteadyNowMs());
@@ -395,6 +424,7 @@ class Producer::Impl : public client::ProducerPorts {
   std::atomic<int64_t> publishes_ok_{0};
   std::atomic<int64_t> publishes_failed_{0};
   std::atomic<int64_t> seal_retries_{0};
+  std::atomic<bool> nomkstream_{true};  // false once the server turned NOMKSTREAM down
   static constexpr TimeMs kSealRetryMs = 100;
 };
 

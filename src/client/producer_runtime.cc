@@ -189,8 +189,13 @@ ProducerResult<std::string> ProducerRuntime::PublishOutcome(const XaddReply& rep
   switch (reply.kind) {
     case XaddReply::Kind::kId:
       return reply.text;
+    case XaddReply::Kind::kNil:
+      return Err(ProducerErrorCode::kStaleRouting,
+                 fmt::format("XADD to {} refused: the key does not exist (a retired shard, or a "
+                             "rollback); nothing was written, routing is being refreshed",
+                             stream));
     case XaddReply::Kind::kError:
-      if (IsSealRefusal(reply)) {
+      if (IsStaleTarget(reply)) {
         return Err(ProducerErrorCode::kStaleRouting,
                    fmt::format("XADD to {} refused: the shard is sealed by a reshard (RS2); "
                                "nothing was written, routing is being refreshed",
@@ -209,13 +214,15 @@ ProducerResult<std::string> ProducerRuntime::PublishOutcome(const XaddReply& rep
              fmt::format("XADD to {}: unexpected reply type {}", stream, reply.text));
 }
 
-bool ProducerRuntime::IsSealRefusal(const XaddReply& reply) {
-  // Redis' answer to `XADD key *` once the stream's last ID is the maximum (t_stream.c).
-  return reply.kind == XaddReply::Kind::kError &&
-         reply.text.find("exhausted the last possible ID") != std::string::npos;
+bool ProducerRuntime::IsStaleTarget(const XaddReply& reply) {
+  // Redis' answer to `XADD key *` once the stream's last ID is the maximum (t_stream.c), and
+  // NOMKSTREAM's nil for a missing key.
+  return reply.kind == XaddReply::Kind::kNil ||
+         (reply.kind == XaddReply::Kind::kError &&
+          reply.text.find("exhausted the last possible ID") != std::string::npos);
 }
 
-void ProducerRuntime::OnSealRefusal() {
+void ProducerRuntime::OnStaleTarget() {
   core_.OnPublishError(PublishErrorKind::kStaleRouting, ports_->NowMs(false));
 }
 

@@ -58,9 +58,10 @@ struct ProducerRuntimeOptions {
   ProducerCoreOptions core;
 };
 
-// One XADD's reply as the Redis port saw it.
+// One XADD's reply as the Redis port saw it (XADD key NOMKSTREAM * …).
 struct XaddReply {
-  enum class Kind { kId, kError, kNoReply, kUnexpected };
+  // kNil: the key does not exist (NOMKSTREAM): nothing written.
+  enum class Kind { kId, kError, kNoReply, kUnexpected, kNil };
   Kind kind = Kind::kId;
   std::string text;  // the id, the error text, the transport error, or the reply type
 };
@@ -80,17 +81,19 @@ class ProducerRuntime {
   // Routes `keys` at one instant. A kStaleRouting result asks for a refresh (PR2): the
   // driver should Tick at once.
   std::vector<ProducerResult<RouteTarget>> Route(const std::vector<std::string_view>& keys);
-  // What an XADD's reply to `stream` means for its caller. A seal refusal is kStaleRouting.
+  // What an XADD's reply to `stream` means for its caller. A stale target is kStaleRouting.
   static ProducerResult<std::string> PublishOutcome(const XaddReply& reply,
                                                     const std::string& stream);
-  // RS2: Redis refused the XADD because the shard is sealed (its stream ends with the last
-  // possible ID: a reshard moved producers to a new generation). Nothing was written, so
-  // the message may be sent again on the new routing: the driver calls OnSealRefusal and
-  // retries on a newer routing, transparently to its caller, while the routing lease lasts.
-  static bool IsSealRefusal(const XaddReply& reply);
-  // PR2 after a seal refusal: a refresh at once (no closer than min_refresh_spacing_ms to
+  // RS2, D3: the XADD wrote nothing because its target is stale: the shard is sealed (its
+  // stream ends with the last possible ID: a reshard moved producers to a new generation)
+  // or its key does not exist (nil under NOMKSTREAM: a retired shard, or a rollback that
+  // lost a newer generation). The message may be sent again on a newer routing: the driver
+  // calls OnStaleTarget and retries, transparently to its caller, while the routing lease
+  // it was routed under lasts.
+  static bool IsStaleTarget(const XaddReply& reply);
+  // PR2 after a stale target: a refresh at once (no closer than min_refresh_spacing_ms to
   // the previous one; call it again while the routing has not moved on).
-  void OnSealRefusal();
+  void OnStaleTarget();
 
   const ProducerCore& core() const { return core_; }
   bool has_routing() const { return core_.has_routing(); }

@@ -416,6 +416,9 @@ void StartRoundIfNeeded(Work& w) {
 }
 
 void RecordBlocker(Work& w, int32_t shard, const MemberId& member, TimeMs until) {
+  // A blocker holds back a shard's grant: a claim of a shard the group does not have (a
+  // retired generation's, or one a rollback lost; K4 lists it to drain) has none to hold.
+  if (w.next.FindShard(shard) == nullptr) return;
   auto& bl = w.next.round->blockers;
   for (const Blocker& b : bl) {
     if (b.shard.value() == shard && b.member == member) return;
@@ -461,6 +464,24 @@ void MarkClaimed(GroupMetadata& m, const MemberId& id, MemberEpoch epoch, TimeMs
   while (m.tombstones.size() > kTombstoneLimit) m.tombstones.erase(m.tombstones.begin());
 }
 
+}  // namespace
+
+HeartbeatStatus AnswerStatus(const GroupMetadata& m, const HeartbeatResponse& r, bool sync) {
+  if (sync) return HeartbeatStatus::kSyncMetadata;
+  if (!r.revoke_shards.empty()) return HeartbeatStatus::kDrain;
+  const bool waiting_for_handover =
+      std::any_of(r.pending_shards.begin(), r.pending_shards.end(), [&](int32_t id) {
+        // RS3: a child waiting for its parents is listed as pending but leaves the status
+        // unchanged — the member must start reading the parents (C2 needs OK).
+        const ShardState* st = m.FindShard(id);
+        return st != nullptr && m.Assignable(*st);
+      });
+  if (m.round || waiting_for_handover) return HeartbeatStatus::kRevokePending;
+  return HeartbeatStatus::kOk;
+}
+
+namespace {
+
 HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
                           const std::vector<int32_t>& conflicts, bool sync) {
   HeartbeatResponse r;
@@ -505,22 +526,7 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   }
   r.heartbeat_interval_ms = m.config.heartbeat_interval_ms;
   r.assignment_lease_ms = m.config.assignment_lease_ms;
-  if (sync) {
-    r.status = HeartbeatStatus::kSyncMetadata;
-  } else if (!r.revoke_shards.empty()) {
-    r.status = HeartbeatStatus::kDrain;
-  } else if (m.round ||
-             std::any_of(r.pending_shards.begin(), r.pending_shards.end(), [&](int32_t id) {
-               // RS3: a child waiting for its parents is listed as
-               // pending but leaves the status unchanged — the member
-               // must start reading the parents (C2 needs OK).
-               const ShardState* st = m.FindShard(id);
-               return st != nullptr && m.Assignable(*st);
-             })) {
-    r.status = HeartbeatStatus::kRevokePending;
-  } else {
-    r.status = HeartbeatStatus::kOk;
-  }
+  r.status = AnswerStatus(m, r, sync);
   return r;
 }
 
@@ -654,7 +660,9 @@ void ApplyRevokedReports(Work& w, const MemberId& id, const std::vector<Revoking
 }
 
 // Shards the member says it holds (reading, or draining with in-flight work) that the
-// stored ownership does not give it (K4). Sorted, unique, in range.
+// stored ownership does not give it (K4). Sorted, unique. A shard the group does not have
+// is listed too: a retired generation's, or a newer generation's after a rollback of the
+// layout (found by the simulator with reshards, seed 3: the member went on reading it).
 std::vector<int32_t> Conflicts(const GroupMetadata& m, const MemberId& id,
                                const HeartbeatRequest& req) {
   std::set<int32_t> held(req.owned_shards.begin(), req.owned_shards.end());
@@ -664,8 +672,7 @@ std::vector<int32_t> Conflicts(const GroupMetadata& m, const MemberId& id,
   std::vector<int32_t> out;
   for (int32_t s : held) {
     const ShardState* sh = m.FindShard(s);
-    if (sh == nullptr) continue;
-    if (sh->owner != id.str()) out.push_back(s);
+    if (sh == nullptr || sh->owner != id.str()) out.push_back(s);
   }
   return out;
 }
@@ -726,16 +733,20 @@ bool IsSteadyHeartbeat(const GroupMetadata& m, const Liveness& live, const Heart
   if (mem->shard_lease != DeclaresShardLease(req)) return false;  // the record changes
   if (mem->layout_v2 != Declares(req, kFeatureLayoutV2)) return false;
   const std::string& me = req.member_id.str();
+  // A shard claimed (read or draining) that the group does not have is a K4 conflict too:
+  // the full path lists it (a retired generation's, or one a rollback of the layout lost).
   for (const RevokingReport& r : req.revoking_shards) {
     const ShardState* sh = m.FindShard(r.shard);
-    if (sh == nullptr) continue;
+    if (sh == nullptr) {
+      if (r.state == RevokeState::kDraining) return false;
+      continue;
+    }
     if (r.state == RevokeState::kRevoked && sh->owner == me && sh->target != me) return false;
     if (r.state == RevokeState::kDraining && sh->owner != me) return false;
   }
   for (int32_t s : req.owned_shards) {
     const ShardState* sh = m.FindShard(s);
-    if (sh == nullptr) continue;
-    if (sh->owner != me) return false;
+    if (sh == nullptr || sh->owner != me) return false;
   }
   return true;
 }

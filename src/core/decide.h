@@ -117,6 +117,12 @@ struct Decision {
   std::vector<Event> events;
 };
 
+// The status of an answer built from `m` with these lists (docs/protocol.md 3.3):
+// SYNC_METADATA when `sync`, DRAIN with shards to drain, REVOKE_PENDING during a round or
+// while a pending shard waits for its owner to release it (not for a child waiting for its
+// parents, RS3), OK otherwise.
+HeartbeatStatus AnswerStatus(const GroupMetadata& m, const HeartbeatResponse& r, bool sync);
+
 // Heartbeat, join (member_epoch 0) and leave (member_epoch -1): SPEC §4.
 Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const Liveness& live,
                                             const HeartbeatRequest& req, const Env& env);

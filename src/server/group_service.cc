@@ -1,6 +1,7 @@
 #include "server/group_service.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -329,7 +330,25 @@ Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
                        {Event{EventKind::kRoundStarted, "", -1,
                               fmt::format("round {}: created over a lost key", meta.round->id)}});
   }
+  CreateShardGroups(meta);
   return MakeGroupView(meta, rev, Liveness{}, now);
+}
+
+void GroupService::CreateShardGroups(const GroupMetadata& meta) {
+  if (options_.streams == nullptr) return;
+  // SPEC D3: the group's consumer group on every shard it reads, from ID 0, keys created:
+  // producers send XADD … NOMKSTREAM (a missing key is stale routing), so the keys must
+  // exist before the first publish. Best effort: a failure leaves it to the readers, which
+  // create the same (XGROUP CREATE … MKSTREAM) before their first read.
+  for (const ShardState& sh : meta.shards) {
+    if (sh.completed) continue;
+    Status s = options_.streams->CreateConsumerGroup(sh.stream, meta.key.group);
+    if (!s.ok()) {
+      spdlog::warn("event=shard_group_create_failed group={} stream={} message=\"{}\"",
+                   meta.key.Tag(), sh.stream, s.error().message);
+      return;
+    }
+  }
 }
 
 Result<std::vector<GroupKey>> GroupService::ListGroups() { return store_.ListGroups(); }
@@ -443,6 +462,7 @@ Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
                        "group changed during the restore; inspect it and retry");
     }
   }
+  CreateShardGroups(meta);
   return MakeGroupView(meta, rev, live, now);
 }
 

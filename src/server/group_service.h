@@ -141,6 +141,8 @@ class GroupService : public CoordinatorApi {
   Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,
                                                    bool* all_complete_oldest);
   Status SealAndActivate(const StoredLayout& stored);
+  // D3: the group's consumer group (and the key) on each of its unfinished shards.
+  void CreateShardGroups(const GroupMetadata& meta);
   // RS3: a heartbeat's completedShards hint. Checks each named shard of a SEALED generation
   // in Redis and records the completed ones in the group before the heartbeat is decided.
   Status CheckReportedCompletions(const GroupKey& key, const std::vector<int32_t>& shards);

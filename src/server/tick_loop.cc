@@ -25,7 +25,14 @@ void TickLoop::Stop() {
 }
 
 int TickLoop::RunOnce() {
-  auto groups = service_.ListGroups();
+  return TickPass(service_, [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  });
+}
+
+int TickPass(GroupService& service, const std::function<bool()>& stopped) {
+  auto groups = service.ListGroups();
   if (!groups.ok()) {
     spdlog::warn("event=tick_list_failed message=\"{}\"", groups.error().message);
     return 0;
@@ -37,22 +44,16 @@ int TickLoop::RunOnce() {
   std::sort(streams.begin(), streams.end());
   streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
   for (const std::string& stream : streams) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return wrote;
-    }
-    Status s = service_.StreamTick(stream);
+    if (stopped()) return wrote;
+    Status s = service.StreamTick(stream);
     if (!s.ok() && s.error().code != ErrorCode::kLockTimeout) {
       spdlog::warn("event=stream_tick_failed stream={} code={} message=\"{}\"", stream,
                    ErrorCodeName(s.error().code), s.error().message);
     }
   }
   for (const GroupKey& key : *groups) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) break;  // S1: no transition is scheduled once terminating
-    }
-    auto r = service_.Tick(key);
+    if (stopped()) break;  // S1: no transition is scheduled once terminating
+    auto r = service.Tick(key);
     if (r.ok()) {
       wrote += *r ? 1 : 0;
     } else if (r.error().code != ErrorCode::kLockTimeout &&

@@ -7,12 +7,18 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "server/group_service.h"
 
 namespace rsc {
+
+// One pass: a StreamTick per distinct stream (resharding moves on first), then a Tick per
+// group; stops early once `stopped()` says so. Returns groups written. The simulator's
+// coordinators run this same pass from their worker fiber.
+int TickPass(GroupService& service, const std::function<bool()>& stopped);
 
 class TickLoop {
  public:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "core/layout.h"
@@ -190,6 +191,32 @@ TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
   LayoutTick(l, 4);
   ASSERT_EQ(h_.meta().shards.size(), 2u);
   EXPECT_EQ(h_.meta().shards[0].id, 4);
+}
+
+// K4 for a shard the group no longer has (a retired generation's, or one a rollback of the
+// layout lost): a member still reading or draining it is told to drain it, on the steady
+// fast path too. Found by the simulator with reshards (seed 3): the answer listed it nowhere
+// and the member went on holding it.
+TEST_F(GroupReshard, K4_ClaimOfAShardTheGroupDoesNotHaveIsRevoked) {
+  Settle();
+  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
+  LayoutTick(l, 3, {{0, true}, {1, true}, {2, true}, {3, true}});
+  l = *DecideRetire(l, 0, "t3");
+  LayoutTick(l, 4);
+  Settle();
+  ASSERT_EQ(h_.meta().FindShard(0), nullptr) << "generation 0 left the group";
+  for (const bool draining : {false, true}) {
+    FakeMember m = a_;
+    if (draining) {
+      m.revoking.push_back({0, RevokeState::kDraining});
+    } else {
+      m.owned.push_back(0);
+    }
+    const HeartbeatResponse r = Ok(h_.Heartbeat(m.Request()));
+    EXPECT_NE(std::find(r.revoke_shards.begin(), r.revoke_shards.end(), 0), r.revoke_shards.end())
+        << (draining ? "DRAINING" : "owned") << ": shard 0 must be listed to drain (K4)";
+    EXPECT_EQ(r.status, HeartbeatStatus::kDrain);
+  }
 }
 
 TEST_F(GroupReshard, ALayoutBehindTheGroupIsNotAdopted) {

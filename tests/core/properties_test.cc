@@ -69,6 +69,7 @@ struct Model {
     CheckRepeatIsIdentical(req, r);
     if (lose) return;
     if (!r.ok()) {
+      RC_LOG() << "heartbeat error: " << r.error().message << "\n";
       RC_ASSERT(r.error().code == ErrorCode::kUnknownMemberId ||
                 r.error().code == ErrorCode::kFencedMemberEpoch);
       c.fm.Forget();  // drop all shards now, rejoin

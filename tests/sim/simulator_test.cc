@@ -112,6 +112,17 @@ TEST(SimulatorRegression, Seed8_LeaveWithLostVersionIsAnsweredSyncMetadata) {
 // still had an XREADGROUP … BLOCK in flight; the shard went to another member at once.
 // Unit test: tests/client/consumer_core_test.cc
 // AbandonedShardIsNotReportedRevokedBeforeItsWorkStopped.
+// Found by the first sweeps with reshards (issue 12), seed 3: a member still draining a shard
+// of a retired generation claimed it and the answer listed it nowhere (K4, S11: the group no
+// longer has it; the steady fast path skipped it too). Unit test: tests/core/
+// generations_test.cc K4_ClaimOfAShardTheGroupDoesNotHaveIsRevoked. (The same seed first
+// found producers recreating a newer generation's key after a rollback — now XADD
+// NOMKSTREAM, pinned by the streams contract test; reshard runs go without rollback faults
+// for now, see simulation.cc.)
+TEST(SimulatorRegression, Seed3_AClaimOfARetiredShardIsAnswered) {
+  ExpectPassesReaching(3, "absent_shard_claimed");
+}
+
 TEST(SimulatorRegression, Seed17_AbandonedShardNotRevokedWhileItsReadIsInFlight) {
   ExpectPassesReaching(17, "abandoned_with_read_in_flight");
 }
@@ -141,9 +152,11 @@ TEST(SimulatorRegression, Seed57_StaticSuccessorMayHandTheShardOn) {
 // does): a restarted consumer got its grant, a snapshot restore lost it, and its reader
 // started under that lost grant after the rollback; told UNKNOWN_MEMBER_ID it was still
 // stopping that reader when the checker judged the overlap again. A holding acquired while
-// tainted is now marked like one running at the rollback.
+// tainted is now marked like one running at the rollback. The path is rare: the search
+// starts at run 317 from the found seed, the first to reach it since the simulator reshards
+// (issue 12; reshard runs go without rollback faults), and allows 300 after it.
 TEST(SimulatorRegression, Seed14666323561076346009_ReaderStartedUnderALostGrantStaysExcused) {
-  ExpectPassesReaching(14666323561076346009ULL, "an overlap a rollback excused",
+  ExpectPassesReaching(14666323561076346009ULL + 316, "an overlap a rollback excused",
                        [](const SimResult& r) { return r.counters.overlaps_excused > 0; });
 }
 
@@ -175,10 +188,11 @@ TEST(SimulatorRegression, Seed1153_WorkStartedUnderALostGrantStaysExcused) {
 // sequence numbers of that key. The path is rare (under one run in 300 reaches it): the
 // search starts at the first run from the found seed, 8364602991614658966, that reaches it
 // (run 385 when this test was written; run 156 since the simulator runs the library's reader
-// core and the stuck-drain fault, issue 10), so the test costs one run while the simulator
-// draws the same numbers and at most 300 after it changes.
+// core and the stuck-drain fault, issue 10; run 881 since its coordinators run the production
+// tick pass and half the runs reshard without rollback faults, issue 12), so the test costs
+// one run while the simulator draws the same numbers and at most 300 after it changes.
 TEST(SimulatorRegression, Seed8364602991614658966_EntryStrandedByARollbackOverlap) {
-  ExpectPassesReaching(8364602991614658966ULL + 155, "late_read_reclaimed");
+  ExpectPassesReaching(8364602991614658966ULL + 880, "late_read_reclaimed");
 }
 
 // The simulator: a rollback resurrected a deleted key before the operator's restore (the
@@ -300,13 +314,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Mutant{"k4_no_conflict_revoke", "S11", 40},             // 2, 8, 2
                       Mutant{"k5_accept_stale_epoch", "S10", 80},             // 33, 2, 4
                       Mutant{"m5_drop_blockers", "S12", 150},                 // 39, 18, 25
-                      Mutant{"m6_end_round_early", "S13", 30},                // 3, 5, 2
+                      Mutant{"m6_end_round_early", "S13", 30},                // 9, 1, 5
                       Mutant{"m8_ignore_lineage", "S7", 200},                 // 59, 9, 33
                       Mutant{"r32_answer_before_cas", "S6", 150},             // 58, 13, 6
                       Mutant{"c1_lease_from_receive", "S1", 20},              // 1, 1, 1
                       Mutant{"c7_skip_takeover", "S4", 20},                   // 1, 1, 1
                       Mutant{"c4_handle_after_lease", "S1", 20},              // 2, 2, 1
                       Mutant{"c8_release_taken_at_once", "S1", 60},           // 5, 32, 5, 13
+                      Mutant{"rs3_children_early", "S4", 20},                 // 2, 3, 1
                       Mutant{"pr5_ignore_routing_lease", "S5", 20},           // 2, 1, 1
                       Mutant{"resume_revoking_on_failure", "S1", 60, true}),  // 6, 21, 3, 12, 2
     [](const auto& info) { return std::string(info.param.name); });
@@ -314,7 +329,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Every run-time mutant is tested above, and each names a rule and the invariant that
 // catches it.
 TEST(Mutants, EveryRunTimeMutantIsListed) {
-  EXPECT_EQ(Mutants().size(), 13u);
+  EXPECT_EQ(Mutants().size(), 14u);
   for (const MutantInfo& m : Mutants()) {
     EXPECT_NE(std::string(m.rule), "");
     EXPECT_NE(std::string(m.invariant), "");

@@ -68,6 +68,7 @@ struct StateView {
 // ── printing (shared by both sides) ─────────────────────────────────────────────────
 
 std::string Str(const StreamEntry& e) {
+  if (e.seal >= 0) return fmt::format("{}=seal{}", e.id.str(), e.seal);
   // The simulator's convention for an entry deleted while pending (sim_consumer.cc).
   if (e.key.empty() && e.seq < 0) return e.id.str() + "=nil";
   return fmt::format("{}={{{},{},{}}}", e.id.str(), e.key, e.seq, e.producer);
@@ -103,6 +104,12 @@ class StreamsBackend {
   virtual ~StreamsBackend() = default;
   virtual StreamReply XAdd(const std::string& stream, int64_t now, const StreamEntry& f) = 0;
   virtual StreamReply XGroupCreate(const std::string& stream, const std::string& group) = 0;
+  // XADD stream NOMKSTREAM … (producers, SPEC D3); the seal (XADD stream <max id> rsc-seal 0,
+  // on a stream not sealed yet); XINFO GROUPS for one group (cursor = last-delivered-id,
+  // count = pending).
+  virtual StreamReply XAddNoMk(const std::string& stream, int64_t now, const StreamEntry& f) = 0;
+  virtual StreamReply Seal(const std::string& stream) = 0;
+  virtual StreamReply InfoGroup(const std::string& stream, const std::string& group) = 0;
   virtual StreamReply XReadNew(const std::string& stream, const std::string& group,
                                const std::string& consumer, int count) = 0;
   virtual StreamReply XReadPending(const std::string& stream, const std::string& group,
@@ -123,6 +130,15 @@ class ModelBackend : public StreamsBackend {
   }
   StreamReply XGroupCreate(const std::string& stream, const std::string& group) override {
     return Apply(sim::XGroupCreate(primary_, stream, group));
+  }
+  StreamReply XAddNoMk(const std::string& stream, int64_t now, const StreamEntry& f) override {
+    return Apply(sim::XAdd(primary_, stream, now, f, true));
+  }
+  StreamReply Seal(const std::string& stream) override {
+    return Apply(sim::XAddSeal(primary_, stream, 0));
+  }
+  StreamReply InfoGroup(const std::string& stream, const std::string& group) override {
+    return Apply(sim::XInfoGroup(primary_, stream, group));
   }
   StreamReply XReadNew(const std::string& stream, const std::string& group,
                        const std::string& consumer, int count) override {
@@ -222,6 +238,7 @@ StreamEntry ParseEntry(const CliReply& r) {
     if (name == "k") e.key = value;
     if (name == "seq") e.seq = ParseInt(value);
     if (name == "p") e.producer = value;
+    if (name == "rsc-seal") e.seal = static_cast<int32_t>(ParseInt(value));
   }
   return e;
 }
@@ -245,6 +262,43 @@ class RedisBackend : public StreamsBackend {
   StreamReply XGroupCreate(const std::string& stream, const std::string& group) override {
     StreamReply out;
     Error(Run({"XGROUP", "CREATE", stream, group, "0", "MKSTREAM"}), &out);
+    return out;
+  }
+  StreamReply XAddNoMk(const std::string& stream, int64_t now, const StreamEntry& f) override {
+    const std::string id = now >= last_ms_[stream] ? fmt::format("{}-*", now) : "*";
+    CliReply r = Run({"XADD", stream, "NOMKSTREAM", id, "k", f.key, "seq", std::to_string(f.seq),
+                      "p", f.producer});
+    StreamReply out;
+    if (Error(r, &out)) return out;
+    if (r.IsNil()) {
+      out.nil = true;
+      return out;
+    }
+    out.added = ParseId(r);
+    last_ms_[stream] = std::max(last_ms_[stream], out.added.ms);
+    return out;
+  }
+  StreamReply Seal(const std::string& stream) override {
+    CliReply r =
+        Run({"XADD", stream, "18446744073709551615-18446744073709551615", "rsc-seal", "0"});
+    StreamReply out;
+    if (Error(r, &out)) return out;
+    out.added = ParseId(r);
+    out.count = 1;
+    last_ms_[stream] = INT64_MAX;  // later XADDs are `*`, as producers send them
+    return out;
+  }
+  StreamReply InfoGroup(const std::string& stream, const std::string& group) override {
+    CliReply r = Run({"XINFO", "GROUPS", stream});
+    StreamReply out;
+    if (Error(r, &out)) return out;
+    for (const CliReply& g : r.elements) {
+      if (Field(g, "name").str != group) continue;
+      out.cursor = ParseId(Field(g, "last-delivered-id"));
+      out.count = Field(g, "pending").integer;
+      return out;
+    }
+    out.error = fmt::format("NOGROUP No such key '{}' or consumer group '{}'", stream, group);
     return out;
   }
   StreamReply XReadNew(const std::string& stream, const std::string& group,
@@ -386,6 +440,22 @@ class Tracer {
     if (r.ok()) added_[stream].push_back(r.added);
     return r.added;
   }
+  void AddNoMk(const std::string& stream, int64_t now, const std::string& key, int64_t seq) {
+    StreamReply r = b_.XAddNoMk(stream, now, Fields(key, seq));
+    Line(fmt::format("XADD {} NOMKSTREAM @{}", stream, now - kBase), !r.ok() ? Err(r)
+                                                                     : r.nil ? "nil"
+                                                                             : r.added.str());
+    if (r.ok() && !r.nil) added_[stream].push_back(r.added);
+  }
+  void Seal(const std::string& stream) {
+    StreamReply r = b_.Seal(stream);
+    Line(fmt::format("XADD {} <max id> rsc-seal 0", stream), r.ok() ? r.added.str() : Err(r));
+  }
+  void Info(const std::string& stream, const std::string& group) {
+    StreamReply r = b_.InfoGroup(stream, group);
+    Line(fmt::format("XINFO GROUPS {} ({})", stream, group),
+         r.ok() ? fmt::format("last-delivered={} pending={}", r.cursor.str(), r.count) : Err(r));
+  }
   void Create(const std::string& stream, const std::string& group) {
     StreamReply r = b_.XGroupCreate(stream, group);
     Line(fmt::format("XGROUP CREATE {} {} 0 MKSTREAM", stream, group), r.ok() ? "OK" : Err(r));
@@ -469,6 +539,28 @@ std::vector<StreamId> AddN(Tracer& t, int n, const std::string& stream = kS) {
 
 const std::vector<NamedScript>& Scripts() {
   static const std::vector<NamedScript> scripts = {
+      // SPEC RS2, RS3, D3: NOMKSTREAM creates nothing; a seal makes every `XADD *` fail with
+      // Redis's words; the group delivers the seal like any entry and, once it is acked, is
+      // complete (last-delivered = the maximum ID, nothing pending).
+      {"SealEndsTheStreamAndNoMkStreamCreatesNothing",
+       [](Tracer& t) {
+         t.AddNoMk(kS2, kBase, "a", 0);
+         t.State(kS2, kG);
+         t.Create(kS, kG);
+         t.Add(kS, kBase + 10, "a", 1);
+         t.Seal(kS);
+         t.Add(kS, kBase + 20, "a", 2);
+         t.AddNoMk(kS, kBase + 30, "a", 3);
+         std::vector<StreamEntry> got = t.ReadNew(kS, kG, "c1", 10);
+         t.Info(kS, kG);
+         std::vector<StreamId> ids;
+         for (const StreamEntry& e : got) ids.push_back(e.id);
+         t.Ack(kS, kG, ids);
+         t.Info(kS, kG);
+         t.ReadNew(kS, kG, "c1", 10);
+         t.ReadPending(kS, kG, "c1", StreamId::Max(), 10);
+         t.State(kS, kG);
+       }},
       {"AddIdsAreStrictlyIncreasing",
        [](Tracer& t) {
          t.Add(kS, kBase, "a", 0);      // kBase-0
