@@ -153,5 +153,25 @@ TEST(ProducerRuntimePublish, AnXaddReplyMeansWrittenRefusedOrUnknown) {
   EXPECT_EQ(odd.error().code, ProducerErrorCode::kRedisError);
 }
 
+// PR6 (SPEC RS2, D3): only replies that say nothing was written — a seal's refusal, a nil
+// for a missing key under NOMKSTREAM — send the entry again on newer routing; an error of
+// another kind is the caller's, and an XADD whose reply was lost is never sent again.
+TEST(ProducerRuntimePublish, OnlyAStaleTargetIsSentAgain) {
+  const XaddReply sealed{XaddReply::Kind::kError,
+                         "ERR The stream has exhausted the last possible ID, unable to add more "
+                         "items"};
+  const XaddReply missing{XaddReply::Kind::kNil, "nil"};
+  for (const XaddReply& r : {sealed, missing}) {
+    EXPECT_TRUE(ProducerRuntime::IsStaleTarget(r)) << r.text;
+    const auto out = ProducerRuntime::PublishOutcome(r, "{P:0}");
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.error().code, ProducerErrorCode::kStaleRouting) << out.error().message;
+    EXPECT_NE(out.error().message.find("nothing was written"), std::string::npos);
+  }
+  EXPECT_FALSE(ProducerRuntime::IsStaleTarget({XaddReply::Kind::kError, "OOM no memory"}));
+  EXPECT_FALSE(ProducerRuntime::IsStaleTarget({XaddReply::Kind::kNoReply, "reset"}));
+  EXPECT_FALSE(ProducerRuntime::IsStaleTarget({XaddReply::Kind::kId, "1-0"}));
+}
+
 }  // namespace
 }  // namespace rsc::client
