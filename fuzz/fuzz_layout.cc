@@ -1,7 +1,8 @@
 // Fuzzes the stream layout path (SPEC D1): the layout hash's JSON (outside input — an
 // operator may edit the hash in Redis) and the decisions a coordinator takes on what
 // decoded. Input: a layout JSON document, optionally followed by a NUL byte and a script
-// whose bytes pick group adds (with or without a shard count), removes and in-place growth.
+// whose bytes pick group adds (with or without a shard count), removes, reshards,
+// activations and retirements.
 //
 // Beyond "no crash, no sanitizer report": every decoded layout re-encodes to itself, and
 // every decision either fails with a clear error or produces a layout that passes the
@@ -53,10 +54,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t op = static_cast<uint8_t>(script[i]);
     const uint8_t arg = i + 1 < script.size() ? static_cast<uint8_t>(script[i + 1]) : 0;
     const std::string group = "g" + std::to_string(arg % 8);
-    switch (op % 3) {
+    switch (op % 5) {
       case 0: {
         int32_t count = -1;
-        auto d = DecideAddGroup(l, group, (op & 4) ? arg % 9 : 0, &count, "fuzz");
+        auto d = DecideAddGroup(l, group, (op & 8) ? arg % 9 : 0, &count, "fuzz");
         if (!d.ok()) break;
         RSC_CHECK(count >= 1);
         if (*d) {
@@ -71,14 +72,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           l = *d;
         }
         break;
-      default: {
-        auto d = DecideGrowGeneration0(l, group, arg % 40, "fuzz");
-        if (d.ok() && *d) {
-          CheckWritten(l, **d);
-          l = **d;
+      case 2: {
+        auto d = DecideReshard(
+            l, arg % 40, [&](int32_t id) { return ShardStreamKey(l.stream, id); }, "fuzz");
+        if (d.ok()) {
+          CheckWritten(l, *d);
+          l = *d;
         }
         break;
       }
+      case 3:
+        if (auto d = DecideActivate(l, "fuzz")) {
+          CheckWritten(l, *d);
+          l = *d;
+        }
+        break;
+      default:
+        if (auto d = DecideRetire(l, arg % 8, "fuzz")) {
+          CheckWritten(l, *d);
+          l = *d;
+        }
+        break;
     }
   }
   return 0;

@@ -11,8 +11,7 @@
 // of the new buckets n..m-1, never between old ones. The result is a *position* in the
 // routing answer's shard list (after a reshard, shard ids are not positions). The hash alone
 // does not keep per-key order across a change of the shard count: a reshard does, by sealing
-// the old generation and reading it to its end before the new one (docs/protocol.md 7.5);
-// the v1 in-place growth (PATCH shardCount) does not.
+// the old generation and reading it to its end before the new one (docs/protocol.md 7.5).
 //
 // The key is hashed as raw bytes: no normalisation, no terminating NUL, UTF-8 is just bytes.
 //

@@ -28,8 +28,10 @@ struct Context {
 
 using Command = std::function<int(Context&)>;
 
-// create, list, describe, reshard, config, delete, fence.
+// create, list, describe, stream, config, delete, fence.
 void AddGroupCommands(CLI::App& app, Command* selected);
+// reshard (POST /v1/streams/{P}/reshard, then waits and shows progress).
+void AddReshardCommand(CLI::App& app, Command* selected);
 // export, restore.
 void AddTransferCommands(CLI::App& app, Command* selected);
 // produce (the Producer runtime, include/rsc/producer.h).

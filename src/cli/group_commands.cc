@@ -1,4 +1,4 @@
-// create, list, describe, reshard, config, delete, fence (docs/protocol.md §7.3).
+// create, list, describe, stream, config, delete, fence (docs/protocol.md §7.3).
 
 #include <unistd.h>
 
@@ -156,7 +156,7 @@ void AddStream(CLI::App& app, Command* selected) {
   });
 }
 
-// reshard and config are both a PATCH with an expected revision.
+// config is a PATCH with an expected revision.
 int RunPatch(Context& ctx, const GroupArgs& g, std::optional<int64_t> expected, PatchGroupBody body,
              const std::string& headline) {
   const std::string path = GroupPath(g.stream, g.group);
@@ -168,29 +168,6 @@ int RunPatch(Context& ctx, const GroupArgs& g, std::optional<int64_t> expected, 
   });
   if (!call.ok()) return Fail(ctx, call);
   return PrintView(ctx, call, headline);
-}
-
-void AddReshard(CLI::App& app, Command* selected) {
-  struct Opts {
-    GroupArgs g;
-    int32_t shards = 0;
-    int64_t revision_value = 0;
-    CLI::Option* revision_opt = nullptr;
-  };
-  auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("reshard", "Grow the shard count (PATCH shardCount)");
-  o->g.Add(cmd);
-  cmd->add_option("--shards", o->shards, "New shard count (may only grow)")->required();
-  o->revision_opt = cmd->add_option("--expected-revision", o->revision_value,
-                                    "Refuse unless the group is at this revision");
-  OnSelect(cmd, selected, [o](Context& ctx) {
-    PatchGroupBody body;
-    body.shard_count = o->shards;
-    std::optional<int64_t> expected;
-    if (o->revision_opt->count() > 0) expected = o->revision_value;
-    return RunPatch(ctx, o->g, expected, body,
-                    o->g.Name() + " now has " + std::to_string(o->shards) + " shards");
-  });
 }
 
 void AddConfig(CLI::App& app, Command* selected) {
@@ -293,7 +270,6 @@ void AddGroupCommands(CLI::App& app, Command* selected) {
   AddList(app, selected);
   AddDescribe(app, selected);
   AddStream(app, selected);
-  AddReshard(app, selected);
   AddConfig(app, selected);
   AddDelete(app, selected);
   AddFence(app, selected);

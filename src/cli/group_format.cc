@@ -1,6 +1,8 @@
 #include "cli/group_format.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "cli/table.h"
 
@@ -64,6 +66,29 @@ std::string FormatLeaseMs(int64_t ms) {
   return std::to_string(ms / 1000) + (frac.empty() ? "" : "." + frac) + "s";
 }
 
+namespace {
+
+// After a reshard (SPEC RS3): what the group has read of each generation, and what the
+// waiting shards wait for.
+std::string FormatGenerations(const GroupView& v) {
+  Table t({"GENERATION", "SHARDS", "COMPLETED", "STATE"});
+  for (const GroupGenerationView& g : v.generations) {
+    std::string state;
+    if (g.completed.size() == g.shards.size()) {
+      state = "completed (read to the seal)";
+    } else if (!g.waiting_for.empty()) {
+      state = "waiting for " + FormatShardSet(g.waiting_for);
+    } else {
+      state = "reading";
+    }
+    t.AddRow({std::to_string(g.generation), FormatShardSet(g.shards), FormatShardSet(g.completed),
+              state});
+  }
+  return t.Render();
+}
+
+}  // namespace
+
 std::string FormatGroupView(const GroupView& v) {
   Table header;
   header.AddRow({"group:", v.stream + "/" + v.group});
@@ -100,6 +125,7 @@ std::string FormatGroupView(const GroupView& v) {
   std::string out = header.Render() + "\n";
   out += members.empty() ? "members: none\n" : members.Render();
   out += "\n" + shards.Render();
+  if (v.generations.size() > 1) out += "\n" + FormatGenerations(v);
   if (!v.taken_shards.empty()) {
     // A stuck shard taken from its owner (docs/protocol.md C8; runbook "a handler is stuck").
     Table taken({"TAKEN SHARD", "FROM", "TAKEN AT (ms)", "RELEASED AT (ms)"});
@@ -133,6 +159,78 @@ std::string FormatStreamView(const StreamView& view) {
                  std::to_string(g.shards.size()), FormatShardSet(ids), keys});
   }
   return head.Render() + "\n" + gens.Render();
+}
+
+namespace {
+
+bool HasLiveMember(const GroupView& v) {
+  return std::any_of(v.members.begin(), v.members.end(),
+                     [](const MemberView& m) { return m.lease_remaining_ms > 0 && !m.fenced; });
+}
+
+// One group's line; sets *ready when the group reads every child or has no live member.
+std::string GroupProgress(const GroupView& v, int32_t generation, bool* ready) {
+  const std::string name = v.group + ":";
+  const bool live = HasLiveMember(v);
+  const GroupGenerationView* children = nullptr;
+  size_t parents = 0, completed = 0;
+  for (const GroupGenerationView& g : v.generations) {
+    if (g.generation == generation) children = &g;
+    if (g.generation < generation) {
+      parents += g.shards.size();
+      completed += g.completed.size();
+    }
+  }
+  if (children == nullptr) {
+    *ready = !live;
+    return name + " has not adopted generation " + std::to_string(generation) + " yet" +
+           (live ? "" : " (no live member: not waited for)");
+  }
+  std::set<int32_t> read;
+  for (const MemberView& m : v.members)
+    read.insert(m.assigned_shards.begin(), m.assigned_shards.end());
+  size_t reading = 0;
+  for (int32_t s : children->shards) reading += read.count(s);
+  std::string line = name + " parents completed " + std::to_string(completed) + "/" +
+                     std::to_string(parents) + ", children read " + std::to_string(reading) + "/" +
+                     std::to_string(children->shards.size());
+  if (!children->waiting_for.empty()) {
+    line += ", waiting for " + FormatShardSet(children->waiting_for);
+  }
+  if (!live) line += " (no live member: not waited for)";
+  *ready = !live || (children->waiting_for.empty() && reading == children->shards.size());
+  return line;
+}
+
+}  // namespace
+
+ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t generation,
+                                        const std::vector<GroupView>& views) {
+  ReshardProgress p;
+  const Generation* gen = nullptr;
+  for (const Generation& g : stream.layout.generations) {
+    if (g.generation == generation) gen = &g;
+  }
+  if (gen == nullptr) {
+    p.text = "generation " + std::to_string(generation) + " is not in the layout any more\n";
+    p.done = true;
+    return p;
+  }
+  p.text = "generation " + std::to_string(generation) + " (" + std::to_string(gen->shards.size()) +
+           " shards): " + std::string(GenerationStateName(gen->state));
+  if (gen->state == GenerationState::kPreparing) {
+    p.text += " (sealing the shards of the generation before it)\n";
+    return p;
+  }
+  p.text += "\n";
+  bool all_ready = true;
+  for (const GroupView& v : views) {
+    bool ready = false;
+    p.text += "  " + GroupProgress(v, generation, &ready) + "\n";
+    all_ready = all_ready && ready;
+  }
+  p.done = all_ready;
+  return p;
 }
 
 std::string FormatGroupList(const std::vector<GroupKey>& groups) {

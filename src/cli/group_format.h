@@ -23,6 +23,18 @@ std::string FormatGroupView(const GroupView& view);
 // The stream's layout (GET /v1/streams/{P}): a header and one row per generation.
 std::string FormatStreamView(const StreamView& view);
 
+// How far a reshard to `generation` has come (rsc reshard waits on it): the generation's
+// state, then per group of the stream one line — parents completed, children being read,
+// what the children still wait for. `done` once the generation is no longer PREPARING and
+// every group with a live member reads every child (groups with no live member are shown,
+// never waited for: SPEC RS1). `views` are the groups' views as far as they could be read.
+struct ReshardProgress {
+  bool done = false;
+  std::string text;
+};
+ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t generation,
+                                        const std::vector<GroupView>& views);
+
 // One line per group: "STREAM  GROUP".
 std::string FormatGroupList(const std::vector<GroupKey>& groups);
 

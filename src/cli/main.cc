@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
 
   Command selected;
   AddGroupCommands(app, &selected);
+  AddReshardCommand(app, &selected);
   AddTransferCommands(app, &selected);
   AddProduceCommand(app, &selected);
   AddConsumeCommand(app, &selected);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <set>
 
 #include "core/assignment.h"
@@ -1145,41 +1147,22 @@ Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env
   return m;
 }
 
+Status CheckPatchRequest(const GroupKey& key, const PatchGroupRequest& req) {
+  if (!req.shard_count) return OkStatus();
+  // v1 grew shardCount in place; that broke per-key order and, on a stream with two groups,
+  // lost the new shards' messages for the other group (SPEC §13). Resharding is per stream.
+  return MakeError(ErrorCode::kInvalidRequest,
+                   fmt::format("shardCount is not changed by PATCH: reshard the stream with POST "
+                               "/v1/streams/{}/reshard (SPEC RS1)",
+                               key.stream));
+}
+
 Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& live,
                                 const PatchGroupRequest& req, const Env& env) {
   Work w{stored, {}, {}, env.now_ms};
   GroupMetadata& m = w.next;
-  if (req.shard_count) {
-    const int32_t n = *req.shard_count;
-    if (n < m.shard_count) {
-      return {std::nullopt,
-              {},
-              MakeError(ErrorCode::kInvalidRequest,
-                        fmt::format("shardCount may only grow in v1 ({} -> {})", m.shard_count, n)),
-              {}};
-    }
-    if (n > kMaxShards) {
-      return {std::nullopt,
-              {},
-              MakeError(ErrorCode::kInvalidRequest,
-                        fmt::format("shardCount must be at most {}", kMaxShards)),
-              {}};
-    }
-    if (m.active_generation != 0 || m.shards.size() != static_cast<size_t>(m.shard_count)) {
-      return {std::nullopt,
-              {},
-              MakeError(ErrorCode::kLayoutMismatch,
-                        "shardCount grows in place only for a stream that was never resharded"),
-              {}};
-    }
-    for (int32_t s = m.shard_count; s < n; ++s) {
-      ShardState sh;
-      sh.id = s;
-      sh.stream = ShardStreamKey(m.key.stream, s);
-      m.shards.push_back(std::move(sh));
-    }
-    m.shard_count = n;
-  }
+  if (Status st = CheckPatchRequest(m.key, req); !st.ok())
+    return {std::nullopt, {}, st.error(), {}};
   if (req.config) {
     Status st = ValidateConfig(*req.config);
     if (!st.ok()) return {std::nullopt, {}, st.error(), {}};
@@ -1309,6 +1292,33 @@ Result<GroupMetadata> DecideRestore(const GroupMetadata& imported, const Env& en
   return m;
 }
 
+namespace {
+
+// RS3 as the group view shows it: a shard waits while a shard of an earlier generation is
+// not completed (GroupMetadata::Assignable).
+std::vector<GroupGenerationView> GenerationViews(const GroupMetadata& m) {
+  std::map<int32_t, GroupGenerationView> by_generation;
+  for (const ShardState& sh : m.shards) {
+    GroupGenerationView& g = by_generation[sh.generation];
+    g.generation = sh.generation;
+    g.shards.push_back(sh.id);
+    if (sh.completed) g.completed.push_back(sh.id);
+  }
+  std::vector<GroupGenerationView> out;
+  std::vector<int32_t> incomplete;  // of the generations before the current one
+  for (auto& [generation, g] : by_generation) {
+    std::sort(g.shards.begin(), g.shards.end());
+    std::sort(g.completed.begin(), g.completed.end());
+    g.waiting_for = incomplete;
+    std::set_difference(g.shards.begin(), g.shards.end(), g.completed.begin(), g.completed.end(),
+                        std::back_inserter(incomplete));
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace
+
 GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Liveness& live,
                         TimeMs now_ms) {
   GroupView v;
@@ -1337,6 +1347,7 @@ GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Li
     v.members.push_back(std::move(mv));
   }
   v.correction_round = m.round;
+  v.generations = GenerationViews(m);
   for (const ShardState& sh : m.shards) {
     if (sh.generation == m.active_generation) v.shards.push_back(RoutingShard{sh.id, sh.stream});
     if (sh.taken_ms != 0) {

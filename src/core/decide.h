@@ -171,7 +171,10 @@ enum class CreateOver { kNothing, kLostKey };
 // one member lease has passed, so no shard is granted while an old lease may run (M6).
 Result<GroupMetadata> DecideCreate(const CreateGroupRequest& req, const Env& env,
                                    CreateOver over = CreateOver::kNothing);
-// Admin PATCH: shard count may only grow; config validated. Revision checked by caller.
+// Admin PATCH: config only, validated. A shard count is refused (SPEC RS1: the stream is
+// resharded with POST /v1/streams/{P}/reshard); CheckPatchRequest says so before the caller
+// loads anything. Revision checked by caller.
+Status CheckPatchRequest(const GroupKey& key, const PatchGroupRequest& req);
 Decision<GroupView> DecidePatch(const GroupMetadata& stored, const Liveness& live,
                                 const PatchGroupRequest& req, const Env& env);
 // Admin fence of one member (§9).

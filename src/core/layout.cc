@@ -215,44 +215,6 @@ std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string&
   return next;
 }
 
-Result<std::optional<Layout>> DecideGrowGeneration0(const Layout& stored, const std::string& group,
-                                                    int32_t shard_count,
-                                                    const std::string& fresh_lineage) {
-  const std::string others = OtherGroups(stored, group);
-  if (stored.generations.size() != 1 || !others.empty()) {
-    return MakeError(ErrorCode::kLayoutMismatch,
-                     fmt::format("stream '{}' is shared by other groups ({}): growing the shard "
-                                 "count of one group would leave the new shards unread by the "
-                                 "others; the stream's layout changes only for all of its groups",
-                                 stored.stream, others));
-  }
-  const Generation& g0 = stored.generations.front();
-  const auto n = static_cast<int32_t>(g0.shards.size());
-  // In-place growth appends ids n.. with their v1 keys: only a generation 0 of the v1 form
-  // (ids 0..n-1, keys {P:s}) can take them without reusing an id or a key (found by
-  // fuzz/fuzz_layout.cc on a hand-edited layout).
-  for (int32_t s = 0; s < n; ++s) {
-    const LayoutShard& sh = g0.shards[static_cast<size_t>(s)];
-    if (sh.id != s || sh.stream != ShardStreamKey(stored.stream, s)) {
-      return MakeError(ErrorCode::kLayoutMismatch,
-                       fmt::format("stream '{}': generation 0 is not of the v1 form (shard {} "
-                                   "has id {}, key '{}'); it cannot grow in place",
-                                   stored.stream, s, sh.id, sh.stream));
-    }
-  }
-  if (shard_count == n) return std::optional<Layout>{};
-  if (shard_count < n || shard_count > kMaxShards) {
-    return MakeError(ErrorCode::kInvalidRequest,
-                     fmt::format("shardCount may only grow in place ({} -> {}, at most {})", n,
-                                 shard_count, kMaxShards));
-  }
-  Layout next = Bumped(stored, fresh_lineage);
-  for (int32_t s = n; s < shard_count; ++s) {
-    next.generations.front().shards.push_back({s, ShardStreamKey(stored.stream, s)});
-  }
-  return std::optional<Layout>{std::move(next)};
-}
-
 Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
                              const std::function<std::string(int32_t id)>& key_for,
                              const std::string& fresh_lineage) {
@@ -316,10 +278,12 @@ std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation,
                                    const std::string& fresh_lineage) {
   Layout next = Bumped(stored, fresh_lineage);
   for (Generation& g : next.generations) {
-    if (g.generation == generation && g.state == GenerationState::kSealed) {
-      g.state = GenerationState::kRetired;
-      return next;
-    }
+    if (g.state == GenerationState::kRetired) continue;
+    // The oldest unretired generation only: generations retire in order (found by
+    // fuzz/fuzz_layout.cc, which retires any generation; the stream tick never asked).
+    if (g.generation != generation || g.state != GenerationState::kSealed) return std::nullopt;
+    g.state = GenerationState::kRetired;
+    return next;
   }
   return std::nullopt;
 }

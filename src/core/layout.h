@@ -103,14 +103,6 @@ Result<std::optional<Layout>> DecideAddGroup(const Layout& stored, const std::st
 std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string& group,
                                         const std::string& fresh_lineage);
 
-// v1 in-place growth of generation 0 (PATCH shardCount), allowed only while the layout has
-// one generation and lists no group but `group`: growing one group of a shared stream
-// would make its producers write shards the other groups never read. Errors:
-// LAYOUT_MISMATCH naming the other groups. nullopt: the count is already `shard_count`.
-Result<std::optional<Layout>> DecideGrowGeneration0(const Layout& stored, const std::string& group,
-                                                    int32_t shard_count,
-                                                    const std::string& fresh_lineage);
-
 // RS1: a new generation of `shard_count` shards in state PREPARING, with ids above every id
 // the layout holds (ids of generations already dropped were lower still) and keys from
 // `key_for(id)` (ShardStreamKey on one server; the cluster picks tagged keys, D2). Refused:
@@ -125,7 +117,8 @@ Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
 std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fresh_lineage);
 
 // RS5: the SEALED `generation`, complete for every group, becomes RETIRED. nullopt when it
-// is not SEALED (already retired, or never sealed).
+// is not SEALED (already retired, or never sealed) or not the oldest unretired generation
+// (generations retire in order).
 std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation,
                                    const std::string& fresh_lineage);
 

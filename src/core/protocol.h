@@ -133,6 +133,17 @@ struct TakenShardView {
   bool operator==(const TakenShardView&) const = default;
 };
 
+// One generation of the stream as this group sees it (SPEC RS3): its shards, those the group
+// has read to their seal ("completed"), and the shards of earlier generations the group has
+// not completed yet, which this generation's shards wait for (empty: they can be assigned).
+struct GroupGenerationView {
+  int32_t generation = 0;
+  std::vector<int32_t> shards;
+  std::vector<int32_t> completed;
+  std::vector<int32_t> waiting_for;
+  bool operator==(const GroupGenerationView&) const = default;
+};
+
 struct GroupView {
   std::string stream;
   std::string group;
@@ -145,7 +156,8 @@ struct GroupView {
   std::vector<MemberView> members;
   std::optional<CorrectionRound> correction_round;
   std::vector<RoutingShard> shards;
-  std::vector<TakenShardView> taken_shards;  // "takenShards", omitted when empty
+  std::vector<TakenShardView> taken_shards;      // "takenShards", omitted when empty
+  std::vector<GroupGenerationView> generations;  // oldest first; absent before layouts
 };
 
 // POST /v1/streams/{P}/reshard (SPEC RS1).

@@ -821,6 +821,16 @@ std::string SerializeGroupView(const GroupView& view) {
     }
     o["takenShards"] = std::move(taken);
   }
+  if (!view.generations.empty()) {
+    json::array gens;
+    for (const GroupGenerationView& g : view.generations) {
+      gens.push_back(json::object{{"generation", g.generation},
+                                  {"shards", ShardArray(g.shards)},
+                                  {"completed", ShardArray(g.completed)},
+                                  {"waitingFor", ShardArray(g.waiting_for)}});
+    }
+    o["generations"] = std::move(gens);
+  }
   return Serialize(o);
 }
 
@@ -858,6 +868,20 @@ Result<GroupView> ParseGroupView(std::string_view body) {
       tv.taken_ms = r.Int(*t, "takenMs", path, 0, kInt64Max, true).value_or(0);
       tv.release_at_ms = r.Int(*t, "releaseAtMs", path, 0, kInt64Max, true).value_or(0);
       v.taken_shards.push_back(std::move(tv));
+    }
+    // Absent from coordinators before layouts.
+    const json::array* gens = r.Array(o, "generations", "", false, kMaxReportedShards);
+    for (size_t i = 0; gens != nullptr && i < gens->size() && r.ok(); ++i) {
+      const std::string path = Index("generations", i);
+      const json::object* g = r.Object((*gens)[i], path);
+      if (g == nullptr) break;
+      GroupGenerationView gv;
+      gv.generation =
+          static_cast<int32_t>(r.Int(*g, "generation", path, 0, INT32_MAX, true).value_or(0));
+      gv.shards = ReadShardList(r, *g, "shards", path);
+      gv.completed = ReadShardList(r, *g, "completed", path);
+      gv.waiting_for = ReadShardList(r, *g, "waitingFor", path);
+      v.generations.push_back(std::move(gv));
     }
     if (!r.ok()) return r.error();
     return v;

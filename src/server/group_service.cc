@@ -365,21 +365,7 @@ Result<GroupView> GroupService::DescribeGroup(const GroupKey& key) {
 }
 
 Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroupRequest& req) {
-  if (req.shard_count) {
-    // The layout first: it refuses growing one group of a shared stream (LAYOUT_MISMATCH),
-    // whose other groups would never read the new shards. A stale expectedRevision is
-    // refused before the layout is touched; one that goes stale between this look and the
-    // group's write leaves the layout grown and the group not, and the retried patch grows
-    // the group (the layout then has nothing to change).
-    auto loaded = store_.Load(key, clock_.NowMs());
-    if (!loaded.ok()) return loaded.error();
-    if (loaded->revision.value() != req.expected_revision) {
-      return MakeError(ErrorCode::kRevisionConflict,
-                       fmt::format("expectedRevision {} but the stored revision is {}",
-                                   req.expected_revision, loaded->revision.value()));
-    }
-    RSC_RETURN_IF_ERROR(layouts_.GrowGeneration0(key.stream, key.group, *req.shard_count));
-  }
+  RSC_RETURN_IF_ERROR(CheckPatchRequest(key, req));  // before the revision check: 400
   StoreRevision rev;
   bool revision_mismatch = false;
   auto r = Mutate<GroupView>(

@@ -105,22 +105,4 @@ Status LayoutService::RemoveGroup(const std::string& stream, const std::string& 
   return Exhausted(stream);
 }
 
-Status LayoutService::GrowGeneration0(const std::string& stream, const std::string& group,
-                                      int32_t shard_count) {
-  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
-    RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, Load(stream));
-    if (!stored) {
-      return MakeError(ErrorCode::kGroupNotFound, fmt::format("stream '{}' has no groups", stream));
-    }
-    RSC_ASSIGN_OR_RETURN(
-        std::optional<Layout> next,
-        DecideGrowGeneration0(stored->layout, group, shard_count, tokens_.NewToken()));
-    if (!next) return OkStatus();
-    auto cas = store_.CompareAndSetLayout(stream, stored->revision, *next, clock_.NowMs());
-    if (!cas.ok()) return WriteUnconfirmed(cas.error());
-    if (cas->applied) return OkStatus();
-  }
-  return Exhausted(stream);
-}
-
 }  // namespace rsc

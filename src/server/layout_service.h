@@ -43,10 +43,6 @@ class LayoutService {
   // After the group's metadata key was deleted. A stream without a layout: nothing to do.
   Status RemoveGroup(const std::string& stream, const std::string& group);
 
-  // PATCH shardCount (v1 in-place growth), before the group's own write: allowed only while
-  // `group` is the stream's only group (LAYOUT_MISMATCH otherwise, core/layout.h).
-  Status GrowGeneration0(const std::string& stream, const std::string& group, int32_t shard_count);
-
  private:
   // The v1 groups of `stream` as the index and their aggregates show them.
   Result<std::vector<ExistingGroup>> FindV1Groups(const std::string& stream);

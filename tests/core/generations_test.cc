@@ -70,6 +70,7 @@ TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
   EXPECT_EQ(l.generations[2].shards.front().id, 6);
   l = *DecideActivate(l, "t5");
   EXPECT_EQ(l.generations[1].state, GenerationState::kSealed);
+  EXPECT_FALSE(DecideRetire(l, 1, "t6").has_value()) << "generation 0 must retire first";
   auto retired = DecideRetire(l, 0, "t6");
   ASSERT_TRUE(retired.has_value());
   EXPECT_EQ(retired->generations[0].state, GenerationState::kRetired);
@@ -163,12 +164,22 @@ TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
   EXPECT_TRUE(h_.meta().FindShard(0)->owner.empty());
   EXPECT_TRUE(h_.meta().FindShard(4)->owner.empty()) << "a child ran before parent 3 completed";
   EXPECT_TRUE(h_.meta().FindShard(5)->owner.empty());
+  // The group view shows what the children wait for (docs/protocol.md 7.2).
+  {
+    const GroupView v = MakeGroupView(h_.meta(), StoreRevision(1), h_.Live(), h_.now());
+    const std::vector<GroupGenerationView> want = {{0, {0, 1, 2, 3}, {0, 1, 2}, {}},
+                                                   {1, {4, 5}, {}, {3}}};
+    EXPECT_EQ(v.generations, want);
+  }
   // A completion of an ACTIVE shard or of an unknown one is ignored.
   LayoutTick(l, 3, {{4, true}, {99, true}});
   EXPECT_FALSE(h_.meta().FindShard(4)->completed);
 
   LayoutTick(l, 3, {{3, true}});
   Settle();
+  EXPECT_TRUE(MakeGroupView(h_.meta(), StoreRevision(1), h_.Live(), h_.now())
+                  .generations.back()
+                  .waiting_for.empty());
   EXPECT_EQ(Owned("a").size() + Owned("b").size(), 2u);
   EXPECT_FALSE(h_.meta().FindShard(4)->owner.empty());
   EXPECT_FALSE(h_.meta().FindShard(5)->owner.empty());

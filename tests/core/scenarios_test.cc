@@ -493,20 +493,24 @@ TEST(AdminPatch, ConfigShrinkBeyondOutstandingLeasesIsRejected) {
   EXPECT_TRUE(ok.response.ok()) << ok.response.error().message;
 }
 
-TEST(AdminPatch, ShardCountOnlyGrowsAndNewShardsAreAssigned) {
+// SPEC RS1: the shard count changes only by resharding the stream; the refusal names the
+// endpoint and changes nothing.
+TEST(AdminPatch, ShardCountIsRefusedNamingTheReshardEndpoint) {
   CoreHarness h(2);
   FakeMember a{"a"};
   a.Observe(Ok(h.Heartbeat(a.Request())));
-  PatchGroupRequest shrink;
-  shrink.shard_count = 1;
-  EXPECT_FALSE(DecidePatch(h.meta(), h.Live(), shrink, h.NextEnv()).response.ok());
-  PatchGroupRequest grow;
-  grow.shard_count = 5;
-  auto d = DecidePatch(h.meta(), h.Live(), grow, h.NextEnv());
-  ASSERT_TRUE(d.response.ok());
-  h.Apply(d);
-  auto r = Ok(h.Heartbeat(a.Request()));
-  EXPECT_EQ(r.assigned_shards, V({0, 1, 2, 3, 4}));
+  for (int32_t n : {1, 2, 5}) {
+    PatchGroupRequest p;
+    p.shard_count = n;
+    auto d = DecidePatch(h.meta(), h.Live(), p, h.NextEnv());
+    EXPECT_FALSE(d.next.has_value());
+    ASSERT_FALSE(d.response.ok());
+    EXPECT_EQ(d.response.error().code, ErrorCode::kInvalidRequest);
+    EXPECT_NE(d.response.error().message.find("/reshard"), std::string::npos)
+        << d.response.error().message;
+    EXPECT_FALSE(CheckPatchRequest(h.meta().key, p).ok());
+  }
+  EXPECT_EQ(Ok(h.Heartbeat(a.Request())).assigned_shards, V({0, 1}));
 }
 
 // Regression (found in review): restore validates names, ids and config like create.
@@ -626,9 +630,9 @@ TEST(FailClosed, ADecisionThatWouldBreakAnInvariantWritesNothingAndAnswersUnread
   EXPECT_FALSE(tick.next.has_value());
   ASSERT_FALSE(tick.response.ok());
   EXPECT_EQ(tick.response.error().code, ErrorCode::kMetadataUnreadable);
-  PatchGroupRequest grow;
-  grow.shard_count = 3;
-  auto patch = DecidePatch(h.meta(), h.Live(), grow, h.NextEnv());
+  PatchGroupRequest config;
+  config.config = h.meta().config;
+  auto patch = DecidePatch(h.meta(), h.Live(), config, h.NextEnv());
   EXPECT_FALSE(patch.next.has_value());
   EXPECT_FALSE(patch.response.ok());
 }

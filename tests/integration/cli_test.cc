@@ -20,6 +20,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <sstream>
 
 #include "integration/harness.h"
 
@@ -175,7 +177,7 @@ class CliTest : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(CliTest, AdminLifecycleCreateListDescribeReshardConfigFenceExportDeleteRestore) {
+TEST_F(CliTest, AdminLifecycleCreateListDescribeStreamReshardConfigFenceExportDeleteRestore) {
   RscRun r = Rsc({"create", kP, kG, "--shards", "4", "--member-lease-ms", "12000"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.out.find("created group orders/billing"), std::string::npos) << r.Describe();
@@ -210,32 +212,18 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeReshardConfigFenceExportDeleteRe
   EXPECT_EQ(JsonInt(view, "shardCount"), 4);
   EXPECT_EQ(JsonInt(view.at("config"), "memberLeaseMs"), 12000);
 
-  // reshard reads the revision itself; growing works, shrinking is the server's 400.
-  r = Rsc({"reshard", kP, kG, "--shards", "8"});
-  ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_EQ(JsonInt(DescribeJson(), "shardCount"), 8);
-  r = Rsc({"reshard", kP, kG, "--shards", "4"});
-  EXPECT_EQ(r.exit_code, 1) << r.Describe();
-  EXPECT_NE(r.err.find("INVALID_REQUEST"), std::string::npos) << r.Describe();
-  EXPECT_TRUE(r.out.empty()) << r.Describe();
-
-  // An explicit, stale revision: no retry, exit 4.
-  r = Rsc({"reshard", kP, kG, "--shards", "16", "--expected-revision", "999999"});
-  EXPECT_EQ(r.exit_code, 4) << r.Describe();
-  EXPECT_NE(r.err.find("REVISION_CONFLICT"), std::string::npos) << r.Describe();
-
   // A second group of the stream takes the stream's shard count (SPEC D3); `rsc stream`
-  // shows the shared layout, and growing one group of a shared stream is refused.
+  // shows the shared layout.
   r = Rsc({"create", kP, "audit"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_NE(r.out.find("shard count:       8"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.out.find("shard count:       4"), std::string::npos) << r.Describe();
   r = Rsc({"create", kP, "other", "--shards", "3"});
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
   EXPECT_NE(r.err.find("LAYOUT_MISMATCH"), std::string::npos) << r.Describe();
   r = Rsc({"stream", kP});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   for (const char* needle : {"stream:", "groups:", "audit, billing", "GENERATION  STATE",
-                             "0           ACTIVE  8       0-7  {orders:0} … {orders:7}"}) {
+                             "0           ACTIVE  4       0-3  {orders:0} … {orders:3}"}) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.Describe();
   }
   r = Rsc({"--json", "stream", kP});
@@ -244,9 +232,34 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeReshardConfigFenceExportDeleteRe
   r = Rsc({"stream", "nothing"});
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
   EXPECT_NE(r.err.find("STREAM_NOT_FOUND"), std::string::npos) << r.Describe();
-  r = Rsc({"reshard", kP, kG, "--shards", "16"});
+
+  // reshard is per stream (SPEC RS1). A live member without `layout-v2` (a-1 so far) holds
+  // it back (D5); the old group form is a usage error.
+  r = Rsc({"reshard", kP, "--shards", "8", "--no-wait"});
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
-  EXPECT_NE(r.err.find("LAYOUT_MISMATCH"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.err.find("CLIENTS_TOO_OLD"), std::string::npos) << r.Describe();
+  r = Rsc({"reshard", kP, kG, "--shards", "8"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  a.features = {"layout-v2", "shard-lease"};
+  ASSERT_EQ(Beat(http, a, kP, kG).status, 200);
+  // An explicit, stale revision: no retry, exit 4.
+  r = Rsc({"reshard", kP, "--shards", "8", "--expected-layout-revision", "999999"});
+  EXPECT_EQ(r.exit_code, 4) << r.Describe();
+  EXPECT_NE(r.err.find("REVISION_CONFLICT"), std::string::npos) << r.Describe();
+  // The revision read by rsc itself; --no-wait returns once the generation is recorded.
+  r = Rsc({"reshard", kP, "--shards", "8", "--no-wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("resharding orders to 8 shards: generation 1"), std::string::npos)
+      << r.Describe();
+  // The stream tick seals generation 0 and activates 1; the groups adopt it.
+  EXPECT_TRUE(WaitFor([&] { return JsonInt(DescribeJson(), "shardCount") == 8; }, 15s,
+                      "billing adopts generation 1 (8 shards)"));
+  r = Rsc({"describe", kP, kG});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  for (const char* needle : {"GENERATION  SHARDS  COMPLETED  STATE", "0           0-3     -",
+                             "1           4-11    -          waiting for 0-3"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.Describe();
+  }
 
   r = Rsc({"config", kP, kG, "--heartbeat-interval-ms", "900"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
@@ -310,9 +323,9 @@ TEST_F(CliTest, AdminTokenIsRequiredAndSentAsBearer) {
   r = RunRsc({"--json", "list"}, {"RSC_COORDINATOR=" + url, "RSC_ADMIN_TOKEN=s3cret-token"});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.out.find("\"billing\""), std::string::npos) << r.Describe();
-  // Two requests on one keep-alive connection (read, then patch) both carry the token.
-  r = RunRsc(
-      {"--coordinator", url, "--admin-token", "s3cret-token", "reshard", kP, kG, "--shards", "3"});
+  // Two requests on one keep-alive connection (read, then reshard) both carry the token.
+  r = RunRsc({"--coordinator", url, "--admin-token", "s3cret-token", "reshard", kP, "--shards", "3",
+              "--no-wait"});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
 }
 
@@ -389,6 +402,74 @@ TEST_F(CliTest, ConsumeReceivesWhatProduceSentAndLeavesCleanly) {
   EXPECT_TRUE(view.at("members").as_array().empty()) << json::serialize(view);
 }
 
+// SPEC RS1: `rsc reshard` waits until every group with a live member reads every child
+// shard and shows the progress; a group without live members is shown, never waited for; a
+// live member that never reads its parents holds the wait until --wait-timeout (exit 6).
+TEST_F(CliTest, ReshardWaitsForGroupsWithLiveMembersAndShowsProgress) {
+  ASSERT_EQ(
+      Rsc({"create", kP, kG, "--shards", "4", "--heartbeat-interval-ms", "200", "--member-lease-ms",
+           "2500", "--assignment-lease-ms", "1500", "--rebalance-timeout-ms", "3000",
+           "--routing-lease-ms", "3000", "--routing-refresh-ms", "300"})
+          .exit_code,
+      0);
+  ASSERT_EQ(Rsc({"create", kP, "audit"}).exit_code, 0);
+  // A library consumer (it declares layout-v2) that ends after 40 messages.
+  auto consumer = std::async(std::launch::async, [&] {
+    return Rsc(
+        {"--json", "consume", kP, kG, "--redis", redis_.Url(), "--max", "40", "--seconds", "60"});
+  });
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json::value v = DescribeJson();
+        return v.is_object() && !v.at("members").as_array().empty() &&
+               v.at("members").as_array()[0].at("assignedShards").as_array().size() == 4;
+      },
+      15s, "the consumer reads the 4 shards"));
+  RscRun p = Rsc({"produce", kP, kG, "--redis", redis_.Url(), "--value", "old", "--count", "20"});
+  ASSERT_EQ(p.exit_code, 0) << p.Describe();
+
+  RscRun r = RunRsc({"--coordinator", Url(coord_->Port()), "reshard", kP, "--shards", "6",
+                     "--poll-ms", "100", "--wait-timeout", "60"},
+                    {}, 70s);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  for (const char* needle :
+       {"resharding orders to 6 shards: generation 1", "generation 1 (6 shards): ACTIVE",
+        "billing: parents completed 4/4, children read 6/6",
+        "audit: parents completed 0/4, children read 0/6, waiting for 0-3 (no live member: "
+        "not waited for)",
+        "done: every group with a live member reads the 6 shards of generation 1"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.Describe();
+  }
+  // The children are read: what is published now reaches the consumer, which then ends.
+  p = Rsc({"produce", kP, kG, "--redis", redis_.Url(), "--value", "new", "--count", "20"});
+  ASSERT_EQ(p.exit_code, 0) << p.Describe();
+  ASSERT_EQ(consumer.wait_for(60s), std::future_status::ready) << "the consumer did not end";
+  RscRun c = consumer.get();
+  EXPECT_EQ(c.exit_code, 0) << c.Describe();
+  int old_seen = 0, new_seen = 0;
+  std::istringstream in(c.out);
+  for (std::string line; std::getline(in, line);) {
+    const json::value m = ParseJson(line);
+    ASSERT_TRUE(m.is_object()) << line;
+    const std::string v = JsonStr(m.at("fields"), "value");
+    ASSERT_TRUE(v == "old" || v == "new") << line << " (a seal entry reached the application?)";
+    (v == "old" ? old_seen : new_seen)++;
+  }
+  EXPECT_EQ(old_seen, 20) << c.Describe();
+  EXPECT_EQ(new_seen, 20) << c.Describe();
+
+  // A live member of audit (it declares the features) that reads nothing: audit never
+  // completes its parents, so the wait ends at --wait-timeout with exit 6.
+  HttpClient http(coord_->Port());
+  Consumer x("x-1");
+  x.features = {"layout-v2", "shard-lease"};
+  ASSERT_EQ(Beat(http, x, kP, "audit").status, 200);
+  r = Rsc({"reshard", kP, "--shards", "3", "--poll-ms", "100", "--wait-timeout", "2"});
+  EXPECT_EQ(r.exit_code, 6) << r.Describe();
+  EXPECT_NE(r.out.find("audit: parents completed 0/10"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.err.find("still in progress after 2 s"), std::string::npos) << r.Describe();
+}
+
 TEST(CliUsageTest, UsageErrorsExit2WithoutContactingAnyone) {
   const std::string dead = "http://127.0.0.1:1";
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
@@ -396,7 +477,9 @@ TEST(CliUsageTest, UsageErrorsExit2WithoutContactingAnyone) {
            {"create", kP},                             // GROUP missing
            {"stream"},                                 // STREAM missing
            {"config", kP, kG},                         // no field to change
-           {"reshard", kP, kG, "--shards", "x"},       // not a number
+           {"reshard", kP, "--shards", "x"},           // not a number
+           {"reshard", kP, "--shards", "0"},           // out of range
+           {"reshard", kP, kG, "--shards", "2"},       // a stream is resharded, not a group
            {"--coordinator", "https://h:1", "list"},   // https is not supported
            {"--coordinator", dead, "delete", kP, kG},  // stdin is not a terminal: --yes needed
        }) {

@@ -63,6 +63,9 @@ inline std::string RoutingPath(const std::string& p, const std::string& g, int64
 inline std::string MetadataKey(const std::string& p, const std::string& g) {
   return "redis-stream:coord:{" + p + ":" + g + "}:metadata";
 }
+inline std::string LayoutKey(const std::string& p) {
+  return "redis-stream:coord:{" + p + "}:layout";
+}
 inline std::string LockKey(const std::string& p, const std::string& g) {
   return "redis-stream:coord:{" + p + ":" + g + "}:lock";
 }

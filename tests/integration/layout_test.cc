@@ -12,7 +12,6 @@ namespace {
 constexpr const char* kP = "orders";
 
 std::string StreamPath(const std::string& p) { return "/v1/streams/" + p; }
-std::string LayoutKey(const std::string& p) { return "redis-stream:coord:{" + p + "}:layout"; }
 
 class LayoutTest : public LiveCoordinatorTest {
  protected:
@@ -35,8 +34,8 @@ class LayoutTest : public LiveCoordinatorTest {
 };
 
 // D3: a second group adopts the stream's layout; another shard count is refused and
-// changes nothing; growing one group of a shared stream is refused (before this, its
-// producers would have written shards the other group never reads).
+// changes nothing; a PATCH shardCount is refused (v1 grew one group in place: its producers
+// wrote shards another group of the stream never read).
 TEST_F(LayoutTest, GroupsOfOneStreamShareOneLayout) {
   ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4));
   json::value v = Stream();
@@ -60,32 +59,27 @@ TEST_F(LayoutTest, GroupsOfOneStreamShareOneLayout) {
   EXPECT_EQ(JsonInt(created.json, "shardCount"), 4) << created.body;
   EXPECT_EQ(Groups(Stream()), (std::vector<std::string>{"audit", "billing"}));
 
+  // SPEC RS1: no group changes the stream's shard count by PATCH, shared or alone.
   const int64_t rev = JsonInt(http_->Get(GroupPath(kP, "billing")).json, "revision");
   HttpResult grow =
       http_->Patch(GroupPath(kP, "billing"),
                    json::value(json::object{{"expectedRevision", rev}, {"shardCount", 8}}));
-  EXPECT_EQ(grow.ErrorCode(), "LAYOUT_MISMATCH") << grow.Describe();
-  EXPECT_NE(grow.body.find("(audit)"), std::string::npos) << grow.body;
+  EXPECT_EQ(grow.ErrorCode(), "INVALID_REQUEST") << grow.Describe();
+  EXPECT_NE(grow.body.find("POST /v1/streams/orders/reshard"), std::string::npos) << grow.body;
   EXPECT_EQ(ActiveShards(Stream()), 4u);
   EXPECT_EQ(JsonInt(http_->Get(GroupPath(kP, "billing")).json, "shardCount"), 4);
 
-  // Deleted groups leave the layout; alone again, a group may grow in place (v1).
+  // Deleted groups leave the layout; alone again, the group still reshards only by the
+  // stream's endpoint.
   const int64_t audit_rev = JsonInt(http_->Get(GroupPath(kP, "audit")).json, "revision");
   HttpResult del =
       http_->Delete(GroupPath(kP, "audit") + "?expectedRevision=" + std::to_string(audit_rev));
   ASSERT_EQ(del.status, 200) << del.Describe();
   EXPECT_EQ(Groups(Stream()), std::vector<std::string>{"billing"});
-  // A stale revision is refused before the layout is touched.
-  HttpResult stale =
-      http_->Patch(GroupPath(kP, "billing"),
-                   json::value(json::object{{"expectedRevision", rev + 5}, {"shardCount", 8}}));
-  EXPECT_EQ(stale.ErrorCode(), "REVISION_CONFLICT") << stale.Describe();
-  EXPECT_EQ(ActiveShards(Stream()), 4u);
   grow = http_->Patch(GroupPath(kP, "billing"),
                       json::value(json::object{{"expectedRevision", rev}, {"shardCount", 8}}));
-  ASSERT_EQ(grow.status, 200) << grow.Describe();
-  EXPECT_EQ(ActiveShards(Stream()), 8u);
-  EXPECT_EQ(JsonInt(grow.json, "shardCount"), 8);
+  EXPECT_EQ(grow.ErrorCode(), "INVALID_REQUEST") << grow.Describe();
+  EXPECT_EQ(ActiveShards(Stream()), 4u);
 }
 
 TEST_F(LayoutTest, UnknownAndInvalidStreams) {

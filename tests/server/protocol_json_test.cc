@@ -568,6 +568,25 @@ TEST(GroupViewJson, RoundTripWithoutRound) {
   EXPECT_EQ(SerializeGroupView(*back), json);
 }
 
+// The generations a group holds after a reshard (SPEC RS3; docs/protocol.md 7.2).
+TEST(GroupViewJson, GenerationsRoundTripAndAreOptional) {
+  GroupView v = SampleView();
+  EXPECT_EQ(SerializeGroupView(v).find("generations"), std::string::npos);
+  v.generations = {{0, {0, 1}, {0}, {}}, {1, {2, 3, 4}, {}, {1}}};
+  const std::string json = SerializeGroupView(v);
+  EXPECT_NE(json.find(R"("generations":[{"generation":0,"shards":[0,1],"completed":[0],)"
+                      R"("waitingFor":[]},{"generation":1,"shards":[2,3,4],"completed":[],)"
+                      R"("waitingFor":[1]}])"),
+            std::string::npos)
+      << json;
+  auto back = ParseGroupView(json);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->generations, v.generations);
+  auto bad =
+      ParseGroupView(json.substr(0, json.find("\"waitingFor\":[1]")) + R"("waitingFor":[-1]}]})");
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(GroupViewJson, RoundTripWithRound) {
   GroupView v = SampleView();
   CorrectionRound round;

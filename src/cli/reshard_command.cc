@@ -1,0 +1,160 @@
+// rsc reshard STREAM --shards N (SPEC RS1, docs/cli.md): asks the coordinator for a new
+// generation of the stream's layout, then waits and shows progress until every group with a
+// live member reads every child shard (--no-wait returns at once).
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/group_format.h"
+#include "core/metadata.h"
+#include "core/protocol_json.h"
+
+namespace rsc::cli {
+namespace {
+
+std::string StreamPath(const std::string& stream) {
+  return "/v1/streams/" + EncodePathSegment(stream);
+}
+
+// GET /v1/streams/{P}, parsed; a malformed answer becomes a failed outcome.
+CallOutcome ReadStream(Context& ctx, const std::string& stream, StreamView* view) {
+  CallOutcome call = ctx.admin->Call("GET", StreamPath(stream), "", Replay::kSafe);
+  if (!call.ok()) return call;
+  Result<StreamView> parsed = ParseStreamView(call.body);
+  if (!parsed.ok()) {
+    call.exit_code = kExitServerError;
+    call.message = "malformed stream view from " + call.endpoint + ": " + parsed.error().message;
+    return call;
+  }
+  *view = std::move(*parsed);
+  return call;
+}
+
+// POST …/reshard with the given layout revision, or (none given) with the current one,
+// read again and retried once on REVISION_CONFLICT as WithRevision does for groups.
+CallOutcome SendReshard(Context& ctx, const std::string& stream, int32_t shards,
+                        std::optional<int64_t> expected) {
+  for (int attempt = 0;; ++attempt) {
+    ReshardRequest req;
+    req.shard_count = shards;
+    if (expected) {
+      req.expected_layout_revision = *expected;
+    } else {
+      StreamView view;
+      if (CallOutcome read = ReadStream(ctx, stream, &view); !read.ok()) return read;
+      req.expected_layout_revision = view.revision;
+    }
+    // Revision-checked: a replay after a lost reply is refused, not applied twice; the
+    // user still learns that the result is unknown (exit 3).
+    CallOutcome call = ctx.admin->Call("POST", StreamPath(stream) + "/reshard",
+                                       SerializeReshardRequest(req), Replay::kUnsafe);
+    if (expected || call.code != "REVISION_CONFLICT" || attempt == 1) return call;
+    *ctx.err << "rsc: layout revision " << req.expected_layout_revision
+             << " was overtaken (REVISION_CONFLICT); re-reading the stream and retrying once\n";
+  }
+}
+
+// The views of the stream's groups that could be read (a group deleted meanwhile is
+// skipped: it holds nothing back).
+std::vector<GroupView> ReadGroups(Context& ctx, const StreamView& stream) {
+  std::vector<GroupView> views;
+  for (const std::string& g : stream.layout.groups) {
+    CallOutcome call =
+        ctx.admin->Call("GET", GroupPath(stream.layout.stream, g), "", Replay::kSafe);
+    if (!call.ok()) continue;
+    if (Result<GroupView> v = ParseGroupView(call.body); v.ok()) views.push_back(std::move(*v));
+  }
+  return views;
+}
+
+struct Opts {
+  std::string stream;
+  int32_t shards = 0;
+  int64_t revision_value = 0;
+  CLI::Option* revision_opt = nullptr;
+  bool no_wait = false;
+  int64_t wait_timeout_s = 600;
+  int64_t poll_ms = 500;
+};
+
+int Run(Context& ctx, const Opts& o) {
+  std::optional<int64_t> expected;
+  if (o.revision_opt->count() > 0) expected = o.revision_value;
+  CallOutcome sent = SendReshard(ctx, o.stream, o.shards, expected);
+  if (!sent.ok()) return Fail(ctx, sent);
+  Result<StreamView> answered = ParseStreamView(sent.body);
+  if (!answered.ok() || answered->layout.generations.empty()) {
+    *ctx.err << "rsc: malformed stream view from " << sent.endpoint << "\n";
+    return kExitServerError;
+  }
+  // The answer shows the layout with the new generation, the newest one.
+  const int32_t generation = answered->layout.generations.back().generation;
+  if (!ctx.json) {
+    *ctx.out << "resharding " << o.stream << " to " << o.shards << " shards: generation "
+             << generation << "\n"
+             << std::flush;
+  }
+  if (o.no_wait) {
+    if (ctx.json) *ctx.out << sent.body << "\n";
+    return kExitOk;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.wait_timeout_s);
+  std::string last_shown;
+  for (;;) {
+    StreamView view;
+    CallOutcome read = ReadStream(ctx, o.stream, &view);
+    if (!read.ok()) return Fail(ctx, read);
+    const ReshardProgress p = DescribeReshardProgress(view, generation, ReadGroups(ctx, view));
+    if (!ctx.json && p.text != last_shown) {
+      *ctx.out << p.text << std::flush;  // only what changed: a log, not a redrawn screen
+      last_shown = p.text;
+    }
+    if (p.done) {
+      if (ctx.json) {
+        *ctx.out << read.body << "\n";
+      } else {
+        *ctx.out << "done: every group with a live member reads the " << o.shards
+                 << " shards of generation " << generation << "\n";
+      }
+      return kExitOk;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      *ctx.err << "rsc: reshard: still in progress after " << o.wait_timeout_s
+               << " s; it goes on without us (rsc stream " << o.stream << ", rsc describe)\n";
+      if (ctx.json) *ctx.err << p.text;
+      return kExitTimedOut;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
+  }
+}
+
+}  // namespace
+
+void AddReshardCommand(CLI::App& app, Command* selected) {
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand(
+      "reshard", "Change a stream's shard count (POST /v1/streams/{P}/reshard), then wait");
+  cmd->add_option("STREAM", o->stream, "Stream prefix P (every group of it follows)")->required();
+  cmd->add_option("--shards", o->shards, "New shard count, grow or shrink")
+      ->required()
+      ->check(CLI::Range(int32_t{1}, kMaxShards));
+  o->revision_opt = cmd->add_option("--expected-layout-revision", o->revision_value,
+                                    "Refuse unless the stream's layout is at this revision");
+  cmd->add_flag("--no-wait", o->no_wait, "Return once the new generation is recorded");
+  cmd->add_option("--wait-timeout", o->wait_timeout_s,
+                  "Seconds to wait for every group with a live member to read the new shards")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
+  cmd->add_option("--poll-ms", o->poll_ms, "Progress poll interval")
+      ->check(CLI::Range(int64_t{50}, int64_t{60000}))
+      ->capture_default_str();
+  cmd->callback([selected, o] { *selected = [o](Context& ctx) { return Run(ctx, *o); }; });
+}
+
+}  // namespace rsc::cli
