@@ -9,7 +9,10 @@
 //                          --group G --log FILE --proc NAME [--instance ID]
 //                          [--handler-delay-us U]
 //     Logs `start` (member id, instance id), every ConsumerEvent of the runtime's hook,
-//     and on SIGTERM/SIGINT: Consumer::Stop(), then `stop`, exit 0.
+//     and on SIGTERM/SIGINT: Consumer::Stop(), then `stop`, exit 0. A message the handler
+//     gets that no producer wrote (a seal entry, SPEC RS2/RS3: the last possible ID or an
+//     `rsc-seal` field; or one without a `key` field) is logged as a `fault` with detail
+//     `foreign_message_in_handler` (and on stderr): the library must never hand it over.
 //   rsc-e2e-worker produce --coordinator H:P [...] --redis URL --stream P --group G
 //                          --log FILE --proc NAME (--messages N | --until-us T) [--keys K]
 //                          [--key-prefix X] [--interval-us U] [--give-up-ms M]
@@ -20,9 +23,12 @@
 //     logged from the producer's hook (`publish`: XADD send time, routing version, routing
 //     lease end). It stops after N messages, or before starting a message once the
 //     steady clock (CLOCK_MONOTONIC µs, the logs' clock) reaches T, whichever comes first;
-//     then logs `stop` and exits 0. Exit 1 if it cannot make progress for --give-up-ms.
-//     Several producers (or incarnations of one) must use distinct key prefixes: the
-//     checkers' per-key order (S4) assumes one in-order publisher per key.
+//     then logs `stop` (detail `seal_refresh_waits=N`: XADDs a sealed shard refused, which
+//     the library sent again on the new generation, RS2) and exits 0. SIGTERM/SIGINT end it the
+//     same way: the message in hand is published (acknowledged) first, no new one is started. Exit
+//     1 if it cannot make progress for --give-up-ms. Several producers (or incarnations of one)
+//     must use distinct key prefixes: the checkers' per-key order (S4) assumes one in-order
+//     publisher per key.
 //   Every --coordinator endpoint is given to the library, which rotates on failure (C6).
 //
 // Not installed; built with the tests.
@@ -87,6 +93,9 @@ class EventLog {
  private:
   int fd_;
 };
+
+// The seal entry's ID (SPEC RS2): the last possible stream ID.
+constexpr char kSealId[] = "18446744073709551615-18446744073709551615";
 
 std::string Field(const rsc::StreamFields& fields, std::string_view name) {
   for (const auto& [f, v] : fields) {
@@ -213,7 +222,18 @@ int Consume(const Common& c, const std::string& instance, int64_t handler_delay_
   o.on_event = [&log, member, proc = c.proc](const rsc::ConsumerEvent& ev) {
     log.Write(FromConsumerEvent(ev, proc, *member));
   };
-  auto created = rsc::Consumer::Create(o, [handler_delay_us](const rsc::Message&) {
+  auto created = rsc::Consumer::Create(o, [handler_delay_us, &log, member,
+                                           proc = c.proc](const rsc::Message& m) {
+    if (m.id == kSealId || !Field(m.fields, "rsc-seal").empty() || Field(m.fields, "key").empty()) {
+      HistEvent e = Base(HistKind::kFault, NowUs(), proc, *member);
+      e.detail = "foreign_message_in_handler";
+      e.shard = m.shard;
+      e.stream = m.stream;
+      e.id = m.id;
+      log.Write(e);
+      std::fprintf(stderr, "consumer %s: the handler got entry %s of %s, which no producer wrote\n",
+                   proc.c_str(), m.id.c_str(), m.stream.c_str());
+    }
     if (handler_delay_us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(handler_delay_us));
     return rsc::HandlerResult::Ok();
@@ -250,8 +270,15 @@ struct ProduceOptions {
   int64_t give_up_ms = 20000;
 };
 
+// True if SIGTERM or SIGINT is pending (and takes it).
+bool StopRequested(const sigset_t& stop_signals) {
+  const timespec zero{0, 0};
+  return sigtimedwait(&stop_signals, nullptr, &zero) > 0;
+}
+
 int Produce(const Common& c, const ProduceOptions& p) {
-  BlockStopSignals();  // the test waits for the producer to finish; signals only kill it
+  // SIGTERM/SIGINT are taken between messages: a clean stop after the message in hand.
+  const sigset_t stop_signals = BlockStopSignals();
   EventLog log(c.log);
   if (!log.ok()) {
     std::fprintf(stderr, "cannot open %s: %s\n", c.log.c_str(), std::strerror(errno));
@@ -289,6 +316,7 @@ int Produce(const Common& c, const ProduceOptions& p) {
   for (; p.messages == 0 || i < p.messages; ++i) {
     std::this_thread::sleep_until(begin + std::chrono::microseconds(i * p.interval_us));
     if (p.until_us > 0 && NowUs() >= p.until_us) break;
+    if (StopRequested(stop_signals)) break;
     const std::string key = p.key_prefix + "k" + std::to_string(i % p.keys);
     const int64_t seq = i / p.keys;
     const rsc::StreamFields fields{{"key", key}, {"seq", std::to_string(seq)}};
@@ -312,10 +340,14 @@ int Produce(const Common& c, const ProduceOptions& p) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  const int64_t seal_waits = producer->Metrics().seal_refresh_waits;
   producer->Close();
-  log.Write(Base(HistKind::kStop, NowUs(), c.proc, ""));
-  std::fprintf(stderr, "producer %s: %lld published, %lld refusals\n", c.proc.c_str(),
-               static_cast<long long>(i), static_cast<long long>(refused));
+  HistEvent stop = Base(HistKind::kStop, NowUs(), c.proc, "");
+  stop.detail = "seal_refresh_waits=" + std::to_string(seal_waits);
+  log.Write(stop);
+  std::fprintf(stderr, "producer %s: %lld published, %lld refusals, %lld seal refresh waits\n",
+               c.proc.c_str(), static_cast<long long>(i), static_cast<long long>(refused),
+               static_cast<long long>(seal_waits));
   return 0;
 }
 
