@@ -88,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         break;
       default:
-        if (auto d = DecideRetire(l, arg % 8, "fuzz")) {
+        if (auto d = DecideRetire(l, arg % 8, 1000, "fuzz")) {
           CheckWritten(l, *d);
           l = *d;
         }

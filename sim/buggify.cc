@@ -107,6 +107,8 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"rollback_deferred_for_restore", "a rollback waited for a deleted key's restore", false},
       {"end_waited_for_backlog", "the run's end waited for the last deliveries", false},
       {"parent_reopened", "a completed parent was found incomplete again (RS3)", false},
+      {"generation_deleted", "a retired generation's keys were deleted after the retention (RS5)",
+       false},
       {"publish_key_missing", "a producer's XADD NOMKSTREAM found no key (D3)", false},
       {"absent_shard_claimed", "a member claimed a shard its group does not have (K4)", false},
   };

@@ -144,6 +144,9 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override {
     return Call<GroupProgress>([&] { return redis().Progress(key, group); }, false);
   }
+  Result<bool> DeleteSealed(const std::string& key) override {
+    return Call<bool>([&] { return redis().DeleteSealed(key); }, true);
+  }
 
   // SET NX PX, polled with a short jittered backoff until `wait` (like RedisStore::Lock).
   Result<std::optional<std::string>> Lock(const GroupKey& key, std::chrono::milliseconds ttl,
@@ -265,6 +268,9 @@ class SimCoordinator::Observer : public ServiceObserver {
           break;
         case EventKind::kParentReopened:
           w_.probes().Hit("parent_reopened");
+          break;
+        case EventKind::kGenerationDeleted:
+          w_.probes().Hit("generation_deleted");
           break;
         case EventKind::kShardTaken:
           w_.probes().Hit("shard_taken");

@@ -320,6 +320,12 @@ Result<bool> SimRedis::Seal(const std::string& stream, int32_t generation) {
   return r.count > 0;
 }
 
+Result<bool> SimRedis::DeleteSealed(const std::string& stream) {
+  StreamReply r = Stream([&](Streams& s) { return sim::DeleteSealed(s, stream); });
+  ServeWaiters(stream);  // a blocked read of a deleted key ends (NOGROUP, as in Redis 7)
+  return r.count > 0;
+}
+
 Result<GroupProgress> SimRedis::Progress(const std::string& stream, const std::string& group) {
   StreamReply r = Stream([&](Streams& s) { return sim::XInfoGroup(s, stream, group); });
   GroupProgress p;

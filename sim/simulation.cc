@@ -295,7 +295,8 @@ void Simulation::CheckHealed() {
     // the sealed ones are read to their end and owned by no one.
     std::vector<int32_t> ids;
     for (const LayoutShard& sh : l->generations.back().shards) ids.push_back(sh.id);
-    if (l->generations.size() > 1) {
+    // (Once resharded, also when older generations were deleted and dropped, RS5.)
+    if (l->generations.back().generation != 0) {
       world_.Fault("shards", "the newest generation", fmt::format("{}", fmt::join(ids, ",")));
     }
   }

@@ -93,6 +93,21 @@ StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation) {
   return op;
 }
 
+StreamOp DeleteSealed(Streams& s, const std::string& stream) {
+  StreamOp op;
+  auto it = s.find(stream);
+  if (it == s.end()) {
+    op.reply.count = 1;  // gone already
+    return op;
+  }
+  const auto& entries = it->second.entries;
+  if (entries.empty() || !entries.rbegin()->first.is_max()) return op;  // kept
+  s.erase(it);
+  op.reply.count = 1;
+  op.effect = [stream](Streams& r) { r.erase(stream); };
+  return op;
+}
+
 StreamOp XInfoGroup(Streams& s, const std::string& stream, const std::string& group) {
   StreamOp op;
   GroupState* g = FindGroup(s, stream, group);

@@ -55,6 +55,12 @@ std::string_view EventKindName(EventKind k) {
       return "parent_completed";
     case EventKind::kParentReopened:
       return "parent_reopened";
+    case EventKind::kParentResealed:
+      return "parent_resealed";
+    case EventKind::kGenerationDeleted:
+      return "generation_deleted";
+    case EventKind::kRetiredKeyKept:
+      return "retired_key_kept";
     case EventKind::kInvariantViolation:
       return "invariant_violation";
   }

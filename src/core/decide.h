@@ -96,6 +96,13 @@ enum class EventKind {
   kLayoutAdopted,
   kParentCompleted,
   kParentReopened,
+  // Stream ticks (group "" in the key): a sealed shard found without its seal and sealed
+  // again (RS2: a failover lost it); a retired generation's keys deleted and the generation
+  // dropped from the layout (RS5); a retired key kept because it no longer ends with its
+  // seal (something wrote it after a lost seal: an operator decides, runbook 7a).
+  kParentResealed,
+  kGenerationDeleted,
+  kRetiredKeyKept,
   // A decision's next state broke an invariant: nothing written, the group fails closed
   // (METADATA_UNREADABLE) and the process keeps serving the others. Detail: the invariant.
   kInvariantViolation,

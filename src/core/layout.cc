@@ -274,7 +274,7 @@ std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fr
   return next;
 }
 
-std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation,
+std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation, int64_t now_ms,
                                    const std::string& fresh_lineage) {
   Layout next = Bumped(stored, fresh_lineage);
   for (Generation& g : next.generations) {
@@ -283,9 +283,46 @@ std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation,
     // fuzz/fuzz_layout.cc, which retires any generation; the stream tick never asked).
     if (g.generation != generation || g.state != GenerationState::kSealed) return std::nullopt;
     g.state = GenerationState::kRetired;
+    g.retired_ms = std::max<int64_t>(now_ms, 1);
     return next;
   }
   return std::nullopt;
+}
+
+RetiredWork DecideRetiredWork(const Layout& stored, int64_t now_ms, int64_t retention_ms,
+                              const std::string& fresh_lineage) {
+  RetiredWork work;
+  bool unstamped = false;
+  for (const Generation& g : stored.generations) {
+    if (g.state != GenerationState::kRetired) break;  // RETIRED ones come first
+    if (g.retired_ms == 0) unstamped = true;
+  }
+  if (unstamped) {
+    Layout next = Bumped(stored, fresh_lineage);
+    for (Generation& g : next.generations) {
+      if (g.state != GenerationState::kRetired) break;
+      if (g.retired_ms == 0) g.retired_ms = std::max<int64_t>(now_ms, 1);
+    }
+    work.stamp = std::move(next);
+    return work;
+  }
+  const Generation& oldest = stored.generations.front();
+  if (oldest.state == GenerationState::kRetired && oldest.retired_ms + retention_ms <= now_ms) {
+    work.drop = oldest;
+  }
+  return work;
+}
+
+std::optional<Layout> DecideDropRetired(const Layout& stored, int32_t generation,
+                                        const std::string& fresh_lineage) {
+  if (stored.generations.size() < 2) return std::nullopt;  // never the ACTIVE one
+  const Generation& oldest = stored.generations.front();
+  if (oldest.generation != generation || oldest.state != GenerationState::kRetired) {
+    return std::nullopt;
+  }
+  Layout next = Bumped(stored, fresh_lineage);
+  next.generations.erase(next.generations.begin());
+  return next;
 }
 
 const Generation* GenerationOf(const Layout& l, int32_t shard_id) {

@@ -44,6 +44,10 @@ struct Generation {
   std::string hash = "jump-xxh64";
   GenerationState state = GenerationState::kActive;
   std::vector<LayoutShard> shards;  // ascending id; the routing hash picks a position
+  // When it became RETIRED (RS5; coordinator wall clock, ms). Its keys are deleted, and the
+  // generation dropped from the layout, `retiredRetentionMs` later. 0: not retired, or
+  // retired by a coordinator that did not record it (stamped by the next tick).
+  int64_t retired_ms = 0;
   bool operator==(const Generation&) const = default;
 };
 
@@ -116,11 +120,28 @@ Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
 // ACTIVE and the ACTIVE one SEALED. nullopt when no generation is PREPARING.
 std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fresh_lineage);
 
-// RS5: the SEALED `generation`, complete for every group, becomes RETIRED. nullopt when it
-// is not SEALED (already retired, or never sealed) or not the oldest unretired generation
-// (generations retire in order).
-std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation,
+// RS5: the SEALED `generation`, complete for every group, becomes RETIRED at `now_ms`.
+// nullopt when it is not SEALED (already retired, or never sealed) or not the oldest
+// unretired generation (generations retire in order).
+std::optional<Layout> DecideRetire(const Layout& stored, int32_t generation, int64_t now_ms,
                                    const std::string& fresh_lineage);
+
+// RS5, after the retention: what a stream tick does with RETIRED generations at `now_ms`.
+// `stamp`: a layout that records `now_ms` as the retirement time of RETIRED generations
+// without one (written by a coordinator before the field existed) — the retention then
+// counts from now. `drop`: the oldest RETIRED generation retired at least `retention_ms`
+// ago; the caller deletes its keys, then writes DecideDropRetired. Otherwise both empty.
+struct RetiredWork {
+  std::optional<Layout> stamp;
+  std::optional<Generation> drop;
+};
+RetiredWork DecideRetiredWork(const Layout& stored, int64_t now_ms, int64_t retention_ms,
+                              const std::string& fresh_lineage);
+// The layout without RETIRED `generation` (its keys are deleted); nullopt when it is not
+// the oldest generation or not RETIRED. Ids and generation numbers of later generations are
+// higher, so D2 (ids above every id ever used) holds without it.
+std::optional<Layout> DecideDropRetired(const Layout& stored, int32_t generation,
+                                        const std::string& fresh_lineage);
 
 // The generation a shard id belongs to, or nullptr.
 const Generation* GenerationOf(const Layout& l, int32_t shard_id);

@@ -45,6 +45,11 @@ Result<Generation> GenerationFromJson(const bj::value& v, const std::string& pat
   std::optional<GenerationState> parsed = ParseGenerationState(state);
   if (!parsed) return r.Bad("state", fmt::format("unknown state '{}'", state));
   g.state = *parsed;
+  // Absent from layouts written before retirement times were recorded.
+  RSC_ASSIGN_OR_RETURN(g.retired_ms, r.IntOr("retiredAtMs", 0, kMaxCounter, 0));
+  if (g.retired_ms != 0 && g.state != GenerationState::kRetired) {
+    return r.Bad("retiredAtMs", "only a RETIRED generation has one");
+  }
   RSC_ASSIGN_OR_RETURN(const bj::array* shards, r.Arr("shards"));
   RSC_ASSIGN_OR_RETURN(int64_t count, r.Int("shardCount", 1, kMaxShards));
   if (static_cast<size_t>(count) != shards->size()) {
@@ -74,11 +79,13 @@ bj::value LayoutToJson(const Layout& l) {
     for (const LayoutShard& s : g.shards) {
       shards.push_back(bj::object{{"id", s.id}, {"stream", s.stream}});
     }
-    generations.push_back(bj::object{{"generation", g.generation},
-                                     {"shardCount", g.shards.size()},
-                                     {"hash", g.hash},
-                                     {"state", GenerationStateName(g.state)},
-                                     {"shards", std::move(shards)}});
+    bj::object o{{"generation", g.generation},
+                 {"shardCount", g.shards.size()},
+                 {"hash", g.hash},
+                 {"state", GenerationStateName(g.state)},
+                 {"shards", std::move(shards)}};
+    if (g.retired_ms != 0) o["retiredAtMs"] = g.retired_ms;
+    generations.push_back(std::move(o));
   }
   return bj::object{{"stream", l.stream},
                     {"version", l.version},

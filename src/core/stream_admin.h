@@ -37,6 +37,10 @@ class StreamAdmin {
   // lost it), false when the stream was already sealed.
   virtual Result<bool> Seal(const std::string& key, int32_t generation) = 0;
   virtual Result<GroupProgress> Progress(const std::string& key, const std::string& group) = 0;
+  // RS5: deletes the key if it ends with the seal (UNLINK). Nothing can follow a seal, so
+  // the check and the delete need no atomicity. true: the key is gone (deleted now, or
+  // missing already); false: it exists and does not end with the seal — kept.
+  virtual Result<bool> DeleteSealed(const std::string& key) = 0;
 };
 
 }  // namespace rsc

@@ -126,7 +126,9 @@ const std::vector<std::string>& RequiredCommands() {
       "SET", "DEL", "ZADD", "ZREM", "ZCARD", "ZRANGE", "ZRANGEBYSCORE", "SADD", "SREM", "SMEMBERS",
       "SISMEMBER", "SCAN",
       // Clients: producing and consuming shard streams.
-      "XADD", "XREADGROUP", "XACK", "XGROUP", "XPENDING", "XCLAIM"};
+      "XADD", "XREADGROUP", "XACK", "XGROUP", "XPENDING", "XCLAIM",
+      // Resharding (SPEC RS3, RS5): completion checks, retired keys' last entry and deletion.
+      "XINFO", "XREVRANGE", "UNLINK"};
   return kCommands;
 }
 

@@ -66,4 +66,29 @@ Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const s
   return p;
 }
 
+Result<bool> RedisStreamAdmin::DeleteSealed(const std::string& key) {
+  RSC_ASSIGN_OR_RETURN(Reply top, executor_.Run(key, {"XREVRANGE", key, "+", "-", "COUNT", "1"},
+                                                CommandKind::kRead));
+  if (top.IsError()) {
+    // WRONGTYPE: not a stream any more — never ours to delete.
+    if (top.ErrorIs("WRONGTYPE")) return false;
+    return Failed("XREVRANGE", key, top.str);
+  }
+  if (!top.IsArray()) return Failed("XREVRANGE", key, "unexpected reply type");
+  if (top.elements.empty()) {
+    // A missing key (deleted by an earlier pass) or an empty stream: an empty stream has no
+    // seal, so it is kept unless it is missing.
+    RSC_ASSIGN_OR_RETURN(Reply exists, executor_.Run(key, {"EXISTS", key}, CommandKind::kRead));
+    return exists.integer == 0;
+  }
+  const Reply& entry = top.elements.front();
+  if (!entry.IsArray() || entry.elements.empty() || entry.elements.front().str != kSealId) {
+    return false;
+  }
+  // UNLINK frees a large stream off Redis's main thread.
+  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"UNLINK", key}, CommandKind::kWrite));
+  if (r.IsError()) return Failed("UNLINK", key, r.str);
+  return true;
+}
+
 }  // namespace rsc::redis

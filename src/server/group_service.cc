@@ -579,7 +579,7 @@ Status GroupService::SealAndActivate(const StoredLayout& stored) {
       RSC_ASSIGN_OR_RETURN(bool wrote, options_.streams->Seal(s.stream, g.generation));
       if (wrote && g.state == GenerationState::kSealed) {
         observer_.OnEvents(GroupKey{l.stream, ""},
-                           {Event{EventKind::kParentReopened, "", s.id,
+                           {Event{EventKind::kParentResealed, "", s.id,
                                   "seal missing (lost to a failover?): sealed again"}});
       }
     }
@@ -592,9 +592,58 @@ Status GroupService::SealAndActivate(const StoredLayout& stored) {
   return OkStatus();  // a conflict: another coordinator moved it; the next pass re-reads
 }
 
+Result<bool> GroupService::DeleteRetired(const StoredLayout& stored) {
+  const Layout& l = stored.layout;
+  const int64_t retention = std::max(options_.retired_retention_ms, l.routing_lease_ms);
+  RetiredWork work = DecideRetiredWork(l, clock_.NowMs(), retention, tokens_.NewToken());
+  if (work.stamp) {
+    auto cas = store_.CompareAndSetLayout(l.stream, stored.revision, *work.stamp, clock_.NowMs());
+    if (!cas.ok()) return cas.error();
+    return true;
+  }
+  if (!work.drop) return false;
+  for (const LayoutShard& s : work.drop->shards) {
+    RSC_ASSIGN_OR_RETURN(bool gone, options_.streams->DeleteSealed(s.stream));
+    if (!gone) {
+      // Written after its seal was lost (a rollback the layout did not see): only an operator
+      // can tell what those entries are. The generation stays in the layout until then.
+      {
+        std::lock_guard<std::mutex> lock(kept_mu_);
+        if (!kept_reported_.insert(s.stream).second) return false;
+      }
+      observer_.OnEvents(GroupKey{l.stream, ""},
+                         {Event{EventKind::kRetiredKeyKept, "", s.id,
+                                fmt::format("retired key '{}' does not end with its seal: kept "
+                                            "(runbook 7a)",
+                                            s.stream)}});
+      return false;
+    }
+  }
+  std::optional<Layout> next = DecideDropRetired(l, work.drop->generation, tokens_.NewToken());
+  if (!next) return false;
+  auto cas = store_.CompareAndSetLayout(l.stream, stored.revision, *next, clock_.NowMs());
+  if (!cas.ok()) return cas.error();
+  if (cas->applied) {
+    observer_.OnEvents(GroupKey{l.stream, ""},
+                       {Event{EventKind::kGenerationDeleted, "", -1,
+                              fmt::format("generation {}: {} keys deleted, retired {} ms before",
+                                          work.drop->generation, work.drop->shards.size(),
+                                          clock_.NowMs() - work.drop->retired_ms)}});
+  }
+  return true;
+}
+
 Status GroupService::StreamTick(const std::string& stream) {
   RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, store_.LoadLayout(stream));
   if (!stored) return OkStatus();
+  if (stored->layout.generations.size() > 1 && options_.streams != nullptr &&
+      stored->layout.generations.front().state == GenerationState::kRetired) {
+    RSC_ASSIGN_OR_RETURN(bool wrote, DeleteRetired(*stored));
+    if (wrote) {
+      RSC_ASSIGN_OR_RETURN(stored, store_.LoadLayout(stream));
+      if (!stored) return OkStatus();
+    }
+  }
   if (stored->layout.generations.size() > 1 && options_.streams != nullptr) {
     RSC_RETURN_IF_ERROR(PrepareGeneration(stored->layout));
     RSC_RETURN_IF_ERROR(SealAndActivate(*stored));
@@ -635,7 +684,8 @@ Status GroupService::StreamTick(const std::string& stream) {
   // RS5: the oldest sealed generation, read to its end by every group, retires.
   for (const Generation& g : l.generations) {
     if (g.state != GenerationState::kSealed) continue;
-    if (std::optional<Layout> next = DecideRetire(l, g.generation, tokens_.NewToken())) {
+    if (std::optional<Layout> next =
+            DecideRetire(l, g.generation, clock_.NowMs(), tokens_.NewToken())) {
       auto cas = store_.CompareAndSetLayout(stream, stored->revision, *next, clock_.NowMs());
       if (!cas.ok()) return cas.error();
     }

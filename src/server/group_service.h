@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/clock.h"
@@ -74,9 +75,13 @@ struct GroupServiceOptions {
   int max_attempts = 5;              // CAS conflicts retried before answering LOCK_TIMEOUT
   size_t max_heartbeat_batch = 256;  // heartbeats decided under one load + CAS
   const Decider* decider = nullptr;  // nullptr: Decider::Real(); must outlive the service
-  // Shard-stream operations for resharding; nullptr: reshards are refused (the simulator
-  // does not model them yet). Must outlive the service.
+  // Shard-stream operations for resharding; nullptr: reshards are refused. Must outlive the
+  // service.
   StreamAdmin* streams = nullptr;
+  // RS5: a RETIRED generation's keys are deleted this long after it retired (at least the
+  // stream's routingLeaseMs: a producer told the old routing before the seal stops using it
+  // by then, and its XADD NOMKSTREAM to a deleted key is answered nil, stale routing).
+  int64_t retired_retention_ms = 3'600'000;
 };
 
 class GroupService : public CoordinatorApi {
@@ -109,8 +114,9 @@ class GroupService : public CoordinatorApi {
   // groups of a PREPARING generation, lets every group adopt the layout and record which
   // sealed shards it has read to their end (checked in Redis), seals the ACTIVE generation
   // and activates the PREPARING one, re-seals sealed ones, retires a generation complete for
-  // every group. Does nothing (one layout read) for a stream with one generation whose
-  // groups adopted it. Any coordinator may run it; every step is idempotent.
+  // every group, deletes a retired one's keys after the retention. Does nothing (one layout read)
+  // for a stream with one generation whose groups adopted it. Any coordinator may run it; every
+  // step is idempotent.
   Status StreamTick(const std::string& stream);
 
  private:
@@ -141,6 +147,9 @@ class GroupService : public CoordinatorApi {
   Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,
                                                    bool* all_complete_oldest);
   Status SealAndActivate(const StoredLayout& stored);
+  // RS5: stamps retirement times, deletes the keys of a generation retired longer than the
+  // retention and drops it from the layout. Returns whether it wrote the layout.
+  Result<bool> DeleteRetired(const StoredLayout& stored);
   // D3: the group's consumer group (and the key) on each of its unfinished shards.
   void CreateShardGroups(const GroupMetadata& meta);
   // RS3: a heartbeat's completedShards hint. Checks each named shard of a SEALED generation
@@ -159,6 +168,9 @@ class GroupService : public CoordinatorApi {
   std::mutex monitors_mu_;
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> monitors_;    // by Tag()
   std::unordered_map<std::string, std::shared_ptr<HeartbeatQueue>> queues_;  // by Tag()
+  // Retired keys reported kept (retired_key_kept): once per key and process, not every tick.
+  std::mutex kept_mu_;
+  std::unordered_set<std::string> kept_reported_;
 };
 
 }  // namespace rsc

@@ -58,6 +58,7 @@ struct Flags {
   int64_t compat_recheck_ms = 30000;
   int64_t shutdown_grace_ms = 5000;
   int64_t tick_interval_ms = 1000;
+  int64_t retired_retention_ms = 3'600'000;
   std::string log_level = "info";
 };
 
@@ -123,6 +124,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--tick-interval-ms", f.tick_interval_ms,
                  "Maintenance tick period (expiry, fencing, round completion)")
+      ->capture_default_str();
+  app.add_option("--retired-retention-ms", f.retired_retention_ms,
+                 "Keep a retired generation's shard keys this long before deleting them "
+                 "(never less than the stream's routingLeaseMs; SPEC RS5)")
+      ->check(CLI::Range(int64_t{0}, int64_t{365} * 24 * 3'600'000))
       ->capture_default_str();
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
@@ -249,6 +255,7 @@ int main(int argc, char** argv) {
   rsc::redis::RedisStreamAdmin stream_admin(redis_store.executor());
   rsc::GroupServiceOptions service_options;
   service_options.streams = &stream_admin;
+  service_options.retired_retention_ms = f.retired_retention_ms;
   rsc::GroupService service(redis_store, clock, tokens, observer, service_options, ready_probe);
 
   rsc::HttpServerOptions http_options;

@@ -124,6 +124,10 @@ struct Metrics::Impl {
       registry, "rsc_shards_taken_total",
       "Stuck shards taken from their owner at the rebalance timeout (the member keeps the rest)");
   Counter& taken = taken_family.Add({});
+  Family<Counter>& reshard_family =
+      CounterFamily(registry, "rsc_reshard_events_total",
+                    "Resharding events: parent_completed, parent_reopened, parent_resealed, "
+                    "generation_deleted, retired_key_kept (SPEC RS2-RS5)");
   Family<Counter>& ticks_family = CounterFamily(registry, "rsc_ticks_total", "Tick passes run");
   Counter& ticks = ticks_family.Add({});
 };
@@ -195,6 +199,10 @@ void Metrics::OnLockTimeout() { impl_->lock_timeouts.Increment(); }
 void Metrics::OnMembersExpired(int64_t n) { impl_->expired.Increment(static_cast<double>(n)); }
 void Metrics::OnMembersFenced(int64_t n) { impl_->fenced.Increment(static_cast<double>(n)); }
 void Metrics::OnShardTaken() { impl_->taken.Increment(); }
+
+void Metrics::OnReshardEvent(std::string_view event) {
+  impl_->reshard_family.Add({{"event", std::string(event)}}).Increment();
+}
 void Metrics::OnTick() { impl_->ticks.Increment(); }
 
 std::string Metrics::Serialize() const {

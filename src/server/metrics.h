@@ -55,6 +55,13 @@
 //                                               client without `shard-lease`, admin)
 //   rsc_shards_taken_total                      stuck shards taken from their owner at the
 //                                               rebalance timeout (C8)
+//   rsc_reshard_events_total{event}             resharding events (SPEC RS2–RS5):
+//                                               parent_completed, parent_reopened (a
+//                                               completion undone), parent_resealed (a
+//                                               lost seal written again),
+//                                               generation_deleted (retired keys deleted),
+//                                               retired_key_kept (a retired key without
+//                                               its seal: runbook 7a)
 //   rsc_ticks_total                             tick passes run
 //
 // Thread safety: every method may be called concurrently from any thread.
@@ -109,6 +116,8 @@ class Metrics {
   void OnMembersExpired(int64_t n = 1);
   void OnMembersFenced(int64_t n = 1);
   void OnShardTaken();
+  // SPEC §13 stream-tick and group events, by event name (rsc_reshard_events_total).
+  void OnReshardEvent(std::string_view event);
   void OnTick();
 
   // Prometheus text exposition format (version 0.0.4).

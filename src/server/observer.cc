@@ -38,6 +38,17 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
       case EventKind::kShardTaken:
         metrics_.OnShardTaken();
         break;
+      case EventKind::kParentCompleted:
+      case EventKind::kParentReopened:
+      case EventKind::kParentResealed:
+      case EventKind::kGenerationDeleted:
+        metrics_.OnReshardEvent(EventKindName(e.kind));
+        break;
+      case EventKind::kRetiredKeyKept:
+        metrics_.OnReshardEvent(EventKindName(e.kind));
+        spdlog::error("event={} stream={} shard={} detail=\"{}\"", EventKindName(e.kind),
+                      key.stream, e.shard, e.detail);
+        continue;
       default:
         break;
     }

@@ -669,11 +669,12 @@ TEST_F(ProducerClusterTest, ConsumersReadEveryShardOnEveryMaster) {
 // clang-format off
 const std::vector<std::string> kCoordinatorAcl = {
     "ACL", "SETUSER", "rsc-coordinator", "on", ">coord-pw",
-    "resetkeys", "~redis-stream:coord:*", "resetchannels", "-@all",
+    "resetkeys", "~redis-stream:coord:*", "~{*", "resetchannels", "-@all",
     "+eval", "+evalsha", "+script|load", "+hget", "+hset", "+hmget", "+hstrlen", "+exists",
     "+type", "+get", "+set", "+del", "+zadd", "+zrem", "+zscore", "+zcard", "+zrange",
     "+zrangebyscore",
     "+sadd", "+srem", "+smembers", "+sismember", "+scan",
+    "+xadd", "+xgroup|create", "+xinfo|groups", "+xrevrange", "+unlink",
     "+info", "+command|info", "+config|get", "+ping", "+select",
     "+cluster|slots", "+cluster|nodes", "+asking"};
 const std::vector<std::string> kClientAcl = {
@@ -695,8 +696,10 @@ TEST(ClusterAcl, TheDocumentedLeastPrivilegeUsersRunEndToEnd) {
     }
   }
   const std::string nodes = cluster.node(0).Address() + "," + cluster.node(1).Address();
+  // Retired keys go after the routing lease (3 s), so the deletion runs as the user too.
   CoordinatorProcess coordinator(
-      CoordinatorOptions{.redis_url = "redis://rsc-coordinator:coord-pw@" + nodes});
+      CoordinatorOptions{.redis_url = "redis://rsc-coordinator:coord-pw@" + nodes,
+                         .extra_args = {"--retired-retention-ms", "0"}});
   ASSERT_TRUE(coordinator.Start());
   HttpClient http(coordinator.Port());
   HttpResult created =
@@ -755,6 +758,42 @@ TEST(ClusterAcl, TheDocumentedLeastPrivilegeUsersRunEndToEnd) {
   ASSERT_TRUE(rsc::testing::WaitFor([&] { return consumer->Status().dead_lettered == 1; }, 10s,
                                     "the poison message dead-lettered"))
       << consumer->Status().last_redis_error;
+  EXPECT_EQ(consumer->Status().last_redis_error, "");
+
+  // A reshard as the coordinator's user: consumer groups on the new keys, seals, completion
+  // checks (SPEC D3, RS2, RS3), then the retired keys' deletion (RS5).
+  auto generations = [&] {
+    json::value v = http.Get("/v1/streams/orders").json;
+    return v.is_object() && v.as_object().contains("generations") ? v.at("generations").as_array()
+                                                                  : json::array{};
+  };
+  const int64_t layout_revision =
+      rsc::testing::JsonInt(http.Get("/v1/streams/orders").json, "revision");
+  HttpResult resharded = http.Post(
+      "/v1/streams/orders/reshard",
+      json::value(json::object{{"expectedLayoutRevision", layout_revision}, {"shardCount", 3}}));
+  ASSERT_EQ(resharded.status, 200) << resharded.Describe();
+  for (int i = 0; i < 20; ++i) {
+    auto id = producer->Publish("after-" + std::to_string(i), {{"v", "after" + std::to_string(i)}});
+    ASSERT_TRUE(id.ok()) << id.error().message;
+  }
+  ASSERT_TRUE(rsc::testing::WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return handled.size() == 121;
+      },
+      20s, "the messages published across the reshard handled"))
+      << handled.size() << " handled; " << coordinator.LogTail(20);
+  ASSERT_TRUE(rsc::testing::WaitFor(
+      [&] {
+        const json::array g = generations();
+        return g.size() == 1 && rsc::testing::JsonInt(g[0], "generation") == 1;
+      },
+      20s, "generation 0 retired, its keys deleted and the generation dropped"))
+      << json::serialize(generations()) << coordinator.LogTail(20);
+  const std::string log = coordinator.Log();
+  EXPECT_EQ(log.find("NOPERM"), std::string::npos) << coordinator.LogTail(40);
+  EXPECT_EQ(log.find("shard_group_create_failed"), std::string::npos) << coordinator.LogTail(40);
   EXPECT_EQ(consumer->Status().last_redis_error, "");
   consumer->Stop();
 }

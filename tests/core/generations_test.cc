@@ -60,7 +60,7 @@ TEST(Reshard, ANewGenerationIsPreparingWithFreshIds) {
 
 TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
   Layout l = *DecideReshard(Stream(4), 2, Key, "t1");
-  EXPECT_FALSE(DecideRetire(l, 0, "t").has_value()) << "an ACTIVE generation never retires";
+  EXPECT_FALSE(DecideRetire(l, 0, 1000, "t").has_value()) << "an ACTIVE generation never retires";
   l = *DecideActivate(l, "t2");
   EXPECT_EQ(l.generations[0].state, GenerationState::kSealed);
   EXPECT_EQ(l.generations[1].state, GenerationState::kActive);
@@ -70,12 +70,12 @@ TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
   EXPECT_EQ(l.generations[2].shards.front().id, 6);
   l = *DecideActivate(l, "t5");
   EXPECT_EQ(l.generations[1].state, GenerationState::kSealed);
-  EXPECT_FALSE(DecideRetire(l, 1, "t6").has_value()) << "generation 0 must retire first";
-  auto retired = DecideRetire(l, 0, "t6");
+  EXPECT_FALSE(DecideRetire(l, 1, 1000, "t6").has_value()) << "generation 0 must retire first";
+  auto retired = DecideRetire(l, 0, 1000, "t6");
   ASSERT_TRUE(retired.has_value());
   EXPECT_EQ(retired->generations[0].state, GenerationState::kRetired);
   EXPECT_TRUE(CheckLayoutInvariants(*retired).ok());
-  EXPECT_FALSE(DecideRetire(*retired, 0, "t7").has_value());
+  EXPECT_FALSE(DecideRetire(*retired, 0, 1000, "t7").has_value());
   // Out-of-order retirement is refused by the invariants (RETIRED after SEALED).
   Layout bad = l;
   bad.generations[1].state = GenerationState::kRetired;
@@ -87,6 +87,54 @@ TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
   EXPECT_EQ(*back, four);
 }
 
+// RS5: a retired generation's keys go after the retention; the layout then drops it. A
+// retirement without a recorded time (an older coordinator's) is stamped first, so the
+// retention is never cut short.
+TEST(Reshard, RetiredGenerationsAreDroppedAfterTheRetention) {
+  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
+  l = *DecideActivate(*DecideReshard(l, 3, Key, "t3"), "t4");
+  EXPECT_FALSE(DecideRetiredWork(l, 5000, 100, "t").drop.has_value()) << "nothing retired";
+  l = *DecideRetire(l, 0, 1000, "t5");
+  EXPECT_EQ(l.generations[0].retired_ms, 1000);
+  RetiredWork early = DecideRetiredWork(l, 1099, 100, "t");
+  EXPECT_FALSE(early.stamp.has_value());
+  EXPECT_FALSE(early.drop.has_value()) << "dropped before the retention passed";
+  RetiredWork due = DecideRetiredWork(l, 1100, 100, "t");
+  ASSERT_TRUE(due.drop.has_value());
+  EXPECT_EQ(due.drop->generation, 0);
+  EXPECT_FALSE(DecideDropRetired(l, 1, "t").has_value()) << "generation 1 is not retired";
+  std::optional<Layout> dropped = DecideDropRetired(l, 0, "t6");
+  ASSERT_TRUE(dropped.has_value());
+  ASSERT_EQ(dropped->generations.size(), 2u);
+  EXPECT_EQ(dropped->generations[0].generation, 1);
+  EXPECT_GT(dropped->version, l.version);
+  EXPECT_TRUE(CheckLayoutInvariants(*dropped).ok());
+  // D2 without it: the next generation's ids are still above every id used.
+  Layout grown = *DecideReshard(*dropped, 2, Key, "t8");
+  EXPECT_EQ(grown.generations.back().shards.front().id, 9);  // 0-3, 4-5, 6-8 were used
+  // The ACTIVE generation is never dropped.
+  Layout one = Stream(2);
+  EXPECT_FALSE(DecideDropRetired(one, 0, "t").has_value());
+
+  // An unstamped retirement is stamped now, and counts from then.
+  Layout legacy = l;
+  legacy.generations[0].retired_ms = 0;
+  RetiredWork stamp = DecideRetiredWork(legacy, 50'000, 100, "t9");
+  ASSERT_TRUE(stamp.stamp.has_value());
+  EXPECT_FALSE(stamp.drop.has_value());
+  EXPECT_EQ(stamp.stamp->generations[0].retired_ms, 50'000);
+  EXPECT_FALSE(DecideRetiredWork(*stamp.stamp, 50'099, 100, "t").drop.has_value());
+  // The time is stored with the layout, and only a RETIRED generation may have one.
+  auto back = DecodeLayout(EncodeLayout(l));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->generations[0].retired_ms, 1000);
+  std::string doc = EncodeLayout(l);
+  const size_t at = doc.find(R"("state":"SEALED")");
+  ASSERT_NE(at, std::string::npos) << doc;
+  doc.insert(at, R"("retiredAtMs":5,)");
+  EXPECT_FALSE(DecodeLayout(doc).ok()) << doc;
+}
+
 TEST(Reshard, UnretiredGenerationsAreCapped) {
   Layout l = Stream(1);
   for (size_t i = 1; i < kMaxUnretiredGenerations; ++i) {
@@ -96,7 +144,7 @@ TEST(Reshard, UnretiredGenerationsAreCapped) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kReshardInProgress);
   EXPECT_NE(refused.error().message.find("not yet retired"), std::string::npos);
-  l = *DecideRetire(l, 0, "t");
+  l = *DecideRetire(l, 0, 1000, "t");
   EXPECT_TRUE(DecideReshard(l, 1, Key, "t").ok());
 }
 
@@ -198,7 +246,7 @@ TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
   EXPECT_FALSE(h_.meta().FindShard(4)->owner.empty());
 
   // Retirement removes the parents from the group.
-  l = *DecideRetire(l, 0, "t3");
+  l = *DecideRetire(l, 0, 1000, "t3");
   LayoutTick(l, 4);
   ASSERT_EQ(h_.meta().shards.size(), 2u);
   EXPECT_EQ(h_.meta().shards[0].id, 4);
@@ -212,7 +260,7 @@ TEST_F(GroupReshard, K4_ClaimOfAShardTheGroupDoesNotHaveIsRevoked) {
   Settle();
   Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
   LayoutTick(l, 3, {{0, true}, {1, true}, {2, true}, {3, true}});
-  l = *DecideRetire(l, 0, "t3");
+  l = *DecideRetire(l, 0, 1000, "t3");
   LayoutTick(l, 4);
   Settle();
   ASSERT_EQ(h_.meta().FindShard(0), nullptr) << "generation 0 left the group";
@@ -290,7 +338,8 @@ RC_GTEST_PROP(ReshardProps, ChildrenNeverBeforeParents, ()) {
         complete = complete && (s == nullptr || s->completed);
       }
       if (complete) {
-        if (auto next = DecideRetire(layout, oldest.generation, "t")) layout = *next, ++revision;
+        if (auto next = DecideRetire(layout, oldest.generation, 1000, "t"))
+          layout = *next, ++revision;
       }
       if (layout.generations.front().state == GenerationState::kRetired &&
           h.meta().layout_revision == revision) {

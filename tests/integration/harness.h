@@ -77,11 +77,15 @@ struct Config {
   int64_t member_lease_ms = 10000;
   int64_t assignment_lease_ms = 8000;
   int64_t rebalance_timeout_ms = 30000;
+  int64_t routing_lease_ms = 30000;
+  int64_t routing_refresh_ms = 5000;
   json::object ToJson() const {
     return json::object{{"heartbeatIntervalMs", heartbeat_interval_ms},
                         {"memberLeaseMs", member_lease_ms},
                         {"assignmentLeaseMs", assignment_lease_ms},
-                        {"rebalanceTimeoutMs", rebalance_timeout_ms}};
+                        {"rebalanceTimeoutMs", rebalance_timeout_ms},
+                        {"routingLeaseMs", routing_lease_ms},
+                        {"routingRefreshMs", routing_refresh_ms}};
   }
 };
 inline Config ShortLeases() { return Config{500, 3000, 2000, 3000}; }
@@ -306,13 +310,16 @@ class LiveCoordinatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(redis_.Start());
-    coord_ = std::make_unique<CoordinatorProcess>(CoordOpts(redis_, TickMs()));
+    CoordinatorOptions options = CoordOpts(redis_, TickMs());
+    options.extra_args = ExtraArgs();
+    coord_ = std::make_unique<CoordinatorProcess>(options);
     ASSERT_TRUE(coord_->Start());
     http_ = std::make_unique<HttpClient>(coord_->Port());
     cli_ = redis_.Cli();
     ASSERT_NE(cli_, nullptr);
   }
   virtual int64_t TickMs() const { return 200; }
+  virtual std::vector<std::string> ExtraArgs() const { return {}; }
   void TearDown() override {
     if (HasFailure() && coord_) std::cerr << "coordinator log:" << coord_->LogTail(40) << "\n";
   }

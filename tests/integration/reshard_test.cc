@@ -170,6 +170,65 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   EXPECT_EQ(JsonInt(billing, "shardCount"), 2) << JsonString(billing);
 }
 
+// RS5: a retired generation's keys are deleted after the retention (here the stream's
+// routing lease: --retired-retention-ms 0 is raised to it), then the generation leaves the
+// layout. A retired key that no longer ends with its seal is kept, with the generation,
+// until an operator deals with it (runbook 7a).
+class ReshardRetentionTest : public ReshardTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override { return {"--retired-retention-ms", "0"}; }
+  double Events(const std::string& event) {
+    return Metric(*http_, "rsc_reshard_events_total", "event=\"" + event + "\"");
+  }
+};
+
+TEST_F(ReshardRetentionTest, RetiredKeysAreDeletedAfterTheRoutingLease) {
+  Config config = ShortLeases();
+  config.routing_lease_ms = 4000;
+  config.routing_refresh_ms = 1000;
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 2, config));
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_FALSE(cli_->Run({"XADD", "{orders:" + std::to_string(s) + "}", "*", "k", "v"}).type ==
+                 CliReply::Type::kError);
+  }
+  Consumer a("a");
+  a.features = {"layout-v2", "shard-lease"};
+  ASSERT_TRUE(
+      WaitFor([&] { return Beat(*http_, a, kP, "billing").status == 200 && a.owned.size() == 2; },
+              10s, "a owns the two shards"));
+  ASSERT_EQ(Reshard(JsonInt(Stream(), "revision"), 1).status, 200);
+  ASSERT_TRUE(WaitFor([&] { return StateOf(1) == "ACTIVE"; }, 10s, "generation 1 ACTIVE"));
+  for (int s = 0; s < 2; ++s) Drain("{orders:" + std::to_string(s) + "}", "billing", "a");
+  ASSERT_TRUE(WaitFor([&] { return StateOf(0) == "RETIRED"; }, 10s, "generation 0 retired"));
+  // The seal of {orders:1} goes (as if a failover lost it and something wrote after it).
+  ASSERT_EQ(cli_->Run({"XDEL", "{orders:1}", kSeal}).integer, 1);
+
+  ASSERT_TRUE(WaitFor([&] { return Exists(*cli_, "{orders:0}") == 0; }, 15s,
+                      "the sealed retired key deleted"));
+  ASSERT_TRUE(WaitFor([&] { return Events("retired_key_kept") >= 1; }, 10s,
+                      "the unsealed retired key reported"));
+  EXPECT_EQ(Exists(*cli_, "{orders:1}"), 1) << "a retired key without its seal was deleted";
+  EXPECT_EQ(StateOf(0), "RETIRED") << "the generation left the layout with a key kept";
+  EXPECT_EQ(Events("generation_deleted"), 0);
+
+  // The operator decides (runbook 7a) and deletes it: the generation goes.
+  ASSERT_EQ(cli_->Run({"DEL", "{orders:1}"}).integer, 1);
+  ASSERT_TRUE(WaitFor([&] { return StateOf(0) == "absent"; }, 10s, "generation 0 dropped"));
+  EXPECT_EQ(Events("generation_deleted"), 1);
+  EXPECT_EQ(Exists(*cli_, "{orders:2}"), 1) << "the ACTIVE generation's key";
+  // Not before the retention: the event says how long after its retirement.
+  const std::string log = coord_->Log();
+  const size_t at = log.find("event=generation_deleted");
+  ASSERT_NE(at, std::string::npos) << coord_->LogTail(20);
+  const size_t retired = log.find("retired ", at);
+  ASSERT_NE(retired, std::string::npos) << log.substr(at, 300);
+  EXPECT_GE(std::stoll(log.substr(retired + 8)), 4000) << log.substr(at, 300);
+  // Producers and consumers go on on generation 1.
+  ASSERT_TRUE(WaitFor(
+      [&] { return Beat(*http_, a, kP, "billing").status == 200 && a.owned == std::set<int>{2}; },
+      10s, "a reads the only shard of generation 1"));
+}
+
 // RS3: a member's completedShards hint is checked in Redis and recorded before its
 // heartbeat is decided, so the children come in that very answer — with ticks too rare to
 // have done it (only the reshard request's own pass runs here).

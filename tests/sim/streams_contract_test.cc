@@ -33,6 +33,9 @@
 #include <string>
 #include <vector>
 
+#include "redis/redis_store.h"
+#include "redis/redis_stream_admin.h"
+#include "redis/redis_url.h"
 #include "sim/streams.h"
 #include "support/redis_process.h"
 
@@ -120,6 +123,9 @@ class StreamsBackend {
                            const std::vector<StreamId>& ids) = 0;
   virtual StreamReply XPending(const std::string& stream, const std::string& group, int count) = 0;
   virtual int64_t XDel(const std::string& stream, const std::vector<StreamId>& ids) = 0;
+  // The coordinator's deletion of a retired key (RS5): 1 when the key is gone afterwards, 0
+  // when it was kept (it does not end with the seal).
+  virtual int64_t DeleteSealed(const std::string& stream) = 0;
   virtual StateView State(const std::string& stream, const std::string& group) = 0;
 };
 
@@ -169,6 +175,9 @@ class ModelBackend : public StreamsBackend {
       if (s == &primary_) n = erased;
     }
     return n;
+  }
+  int64_t DeleteSealed(const std::string& stream) override {
+    return Apply(sim::DeleteSealed(primary_, stream)).count;
   }
   StateView State(const std::string& stream, const std::string& group) override {
     return View(primary_, stream, group);
@@ -245,7 +254,16 @@ StreamEntry ParseEntry(const CliReply& r) {
 
 class RedisBackend : public StreamsBackend {
  public:
-  explicit RedisBackend(RedisProcess& redis) : cli_(redis.Cli()) {}
+  explicit RedisBackend(RedisProcess& redis) : cli_(redis.Cli()) {
+    auto url = redis::ParseRedisUrl(redis.Url());
+    auto store = url.ok() ? redis::RedisStore::Open(*url, {})
+                          : Result<std::unique_ptr<redis::RedisStore>>(url.error());
+    EXPECT_TRUE(store.ok()) << (store.ok() ? "" : store.error().message);
+    if (store.ok()) {
+      store_ = std::move(store).value();
+      admin_ = std::make_unique<redis::RedisStreamAdmin>(store_->executor());
+    }
+  }
 
   StreamReply XAdd(const std::string& stream, int64_t now, const StreamEntry& f) override {
     // `<now>-*` while the clock is not behind the last id, else `*` (see the file comment).
@@ -348,6 +366,13 @@ class RedisBackend : public StreamsBackend {
     for (const StreamId& id : ids) args.push_back(id.str());
     return Run(args).integer;
   }
+  // The product's code (redis_stream_admin.cc), not a copy of it.
+  int64_t DeleteSealed(const std::string& stream) override {
+    if (admin_ == nullptr) return -1;
+    Result<bool> r = admin_->DeleteSealed(stream);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    return r.ok() && *r ? 1 : 0;
+  }
   StateView State(const std::string& stream, const std::string& group) override {
     StateView v;
     v.exists = Run({"EXISTS", stream}).integer == 1;
@@ -423,6 +448,8 @@ class RedisBackend : public StreamsBackend {
   }
 
   std::unique_ptr<RedisCli> cli_;
+  std::unique_ptr<redis::RedisStore> store_;
+  std::unique_ptr<redis::RedisStreamAdmin> admin_;
   std::map<std::string, int64_t> last_ms_;
 };
 
@@ -504,6 +531,9 @@ class Tracer {
   void State(const std::string& stream, const std::string& group) {
     Line(fmt::format("STATE {} {}", stream, group), Str(b_.State(stream, group)));
   }
+  void DeleteSealed(const std::string& stream) {
+    Line(fmt::format("DELETE-IF-SEALED {}", stream), std::to_string(b_.DeleteSealed(stream)));
+  }
 
   const std::vector<StreamId>& added(const std::string& stream) { return added_[stream]; }
   const std::vector<std::string>& trace() const { return trace_; }
@@ -560,6 +590,25 @@ const std::vector<NamedScript>& Scripts() {
          t.ReadNew(kS, kG, "c1", 10);
          t.ReadPending(kS, kG, "c1", StreamId::Max(), 10);
          t.State(kS, kG);
+       }},
+      // SPEC RS5: a retired key is deleted only while it ends with its seal; a missing key
+      // counts as deleted; an empty stream, or one whose seal was deleted, is kept.
+      {"ARetiredKeyIsDeletedOnlyWhileItEndsWithItsSeal",
+       [](Tracer& t) {
+         t.DeleteSealed(kS);  // missing: gone already
+         t.Create(kS, kG);    // an empty stream
+         t.DeleteSealed(kS);
+         t.State(kS, kG);
+         t.Add(kS, kBase + 1, "a", 0);
+         t.DeleteSealed(kS);  // not sealed
+         t.Seal(kS);
+         t.DeleteSealed(kS);
+         t.State(kS, kG);
+         AddN(t, 2, kS2);
+         t.Seal(kS2);
+         t.Del(kS2, {StreamId::Max()});  // the seal lost: the top entry is an ordinary one
+         t.DeleteSealed(kS2);
+         t.State(kS2, kG);
        }},
       {"AddIdsAreStrictlyIncreasing",
        [](Tracer& t) {
