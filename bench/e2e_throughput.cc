@@ -5,7 +5,14 @@
 //
 //   scripts/netns.sh build/bench/e2e_throughput [--messages 50000] [--consumers 1,2,4]
 //       [--shards 4,16] [--size 100] [--batch 1000] [--repeat 3] [--seconds 20]
-//       [--coordinator PATH] [--resources 16,256,1024] [--cluster]
+//       [--coordinator PATH] [--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000]
+//
+// --reshard B1,B2,…: instead of the grid, resharding under load (issue 12's measures): per
+// backlog B, a stream of 8 shards read by 2 consumers and a producer publishing
+// continuously; after a 3 s steady window, B messages are published at once and the stream
+// is resharded 8 → 16 right after. Reported: the backlog left at the request, the time from the
+// request to every child shard being read, publish failures callers saw (goal 0), and the
+// producer's and consumers' rates in the 3 s from the request against the 3 s before.
 //
 // --cluster: instead of the grid, live end to end on one server and on a 3-master Redis
 // Cluster started by the bench (same run, same machine), with the shards and the commands
@@ -62,6 +69,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/json.hpp>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
@@ -73,6 +81,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -217,7 +226,9 @@ Reply GetReply(redisContext* c) {
 
 // ── Minimal HTTP (group creation only) ──────────────────────────────────────────────
 
-int HttpPost(int port, const std::string& path, const std::string& json) {
+// One HTTP/1.1 request; returns the status (-1 on a transport failure) and the body.
+int HttpCall(int port, const std::string& method, const std::string& path, const std::string& json,
+             std::string* body = nullptr) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -228,9 +239,9 @@ int HttpPost(int port, const std::string& path, const std::string& json) {
     return -1;
   }
   const std::string req = fmt::format(
-      "POST {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+      "{} {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
       "Content-Length: {}\r\n\r\n{}",
-      path, json.size(), json);
+      method, path, json.size(), json);
   if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     ::close(fd);
     return -1;
@@ -240,7 +251,15 @@ int HttpPost(int port, const std::string& path, const std::string& json) {
   for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
     resp.append(buf, static_cast<size_t>(n));
   ::close(fd);
+  if (body != nullptr) {
+    const size_t at = resp.find("\r\n\r\n");
+    *body = at == std::string::npos ? "" : resp.substr(at + 4);
+  }
   return resp.size() > 12 ? std::atoi(resp.c_str() + 9) : -1;
+}
+
+int HttpPost(int port, const std::string& path, const std::string& json) {
+  return HttpCall(port, "POST", path, json);
 }
 
 // ── Messages ────────────────────────────────────────────────────────────────────────
@@ -366,6 +385,7 @@ struct Config {
   std::string coordinator = RSC_COORDINATOR_BINARY;
   std::vector<int> resources;  // --resources: shard counts for the one-consumer footprint
   bool cluster = false;        // --cluster: one server vs a 3-master Redis Cluster
+  std::vector<int> reshard;    // --reshard: backlogs for the resharding-under-load figures
 };
 
 // One cell's figures: medians over the repetitions (messages/s); the ratios are medians of
@@ -972,6 +992,159 @@ void RunFootprints(int redis_port, int coordinator_port, const Config& cfg) {
   }
 }
 
+// ── Resharding under load (--reshard) ─────────────────────────────────────────────────
+
+struct ReshardFigures {
+  int64_t backlog_at_request = 0;
+  double children_read_s = -1;  // request → every child shard read by a consumer
+  int64_t publish_failures = 0;
+  double publish_steady = 0, publish_during = 0;  // acknowledged publishes/s
+  double deliver_steady = 0, deliver_during = 0;  // distinct deliveries/s
+};
+
+// A generation's shard ids, from the stream view's JSON (the layout's generations).
+std::vector<int32_t> ShardIdsOf(const std::string& view, int generation) {
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(view, ec);
+  std::vector<int32_t> ids;
+  if (ec || !v.is_object() || !v.as_object().contains("generations")) return ids;
+  for (const auto& g : v.at("generations").as_array()) {
+    if (g.at("generation").to_number<int64_t>() != generation) continue;
+    for (const auto& s : g.at("shards").as_array()) {
+      ids.push_back(static_cast<int32_t>(s.at("id").to_number<int64_t>()));
+    }
+  }
+  return ids;
+}
+
+ReshardFigures ReshardRun(int coordinator_port, const std::string& redis_url, int64_t backlog,
+                          const Config& cfg) {
+  constexpr int kConsumers = 2, kFrom = 8, kTo = 16;
+  constexpr int64_t kLiveCap = 4'000'000;  // seqs of the live producer start here
+  const milliseconds limit(static_cast<int64_t>(cfg.seconds * 1000));
+  const std::string stream = fmt::format("reshard-{}", backlog);
+  const std::string endpoint = fmt::format("127.0.0.1:{}", coordinator_port);
+  CreateGroup(coordinator_port, stream, kFrom);
+  std::unique_ptr<rsc::Producer> producer = StartProducer(endpoint, stream, redis_url, limit);
+  std::unique_ptr<rsc::Producer> filler = StartProducer(endpoint, stream, redis_url, limit);
+
+  // Seqs [0, backlog) are the backlog, published right before the request; the live load's
+  // start at `backlog`.
+  std::vector<std::atomic<uint8_t>> seen(static_cast<size_t>(backlog + kLiveCap));
+  std::atomic<int64_t> unique{0}, backlog_read{0};
+  auto handler = [&](const rsc::Message& msg) {
+    for (const auto& [f, v] : msg.fields) {
+      if (f != "seq") continue;
+      const int64_t seq = ParseInt(v);
+      if (seq >= 0 && seq < static_cast<int64_t>(seen.size()) &&
+          seen[static_cast<size_t>(seq)].exchange(1) == 0) {
+        unique.fetch_add(1);
+        if (seq < backlog) backlog_read.fetch_add(1);
+      }
+    }
+    return rsc::HandlerResult::Ok();
+  };
+  std::vector<std::unique_ptr<rsc::Consumer>> consumers =
+      StartConsumers(endpoint, stream, redis_url, kConsumers, handler);
+  auto reading = [&] {
+    std::set<int32_t> ids;
+    for (const auto& c : consumers) {
+      const rsc::ConsumerStatus st = c->Status();
+      ids.insert(st.reading.begin(), st.reading.end());
+    }
+    return ids;
+  };
+  if (!WaitUntil([&] { return reading().size() == kFrom; }, limit)) {
+    Die(fmt::format("{}: the consumers did not read the {} shards", stream, kFrom));
+  }
+
+  // The live load: batches of 50 every 5 ms (about 10,000 messages/s offered).
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> acked{0}, failed{0};
+  std::thread load([&] {
+    int64_t seq = backlog;
+    while (!stop.load()) {
+      std::vector<rsc::ProducerMessage> batch;
+      for (int i = 0; i < 50 && seq < backlog + kLiveCap; ++i, ++seq) {
+        batch.push_back({KeyOf(seq), MakeFields(seq, cfg.size)});
+      }
+      for (const auto& r : producer->PublishBatch(batch)) (r.ok() ? acked : failed).fetch_add(1);
+      std::this_thread::sleep_for(milliseconds(5));  // pacing the offered load
+    }
+  });
+  ReshardFigures f;
+  const int64_t steady_t0 = NowNs();
+  const int64_t steady_acked0 = acked.load(), steady_unique0 = unique.load();
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the steady window
+  f.publish_steady = Rate(acked.load() - steady_acked0, NowNs() - steady_t0);
+  f.deliver_steady = Rate(unique.load() - steady_unique0, NowNs() - steady_t0);
+  Config fill = cfg;
+  fill.messages = backlog;
+  std::string error;
+  if (backlog > 0 && !PublishAll(*filler, 0, fill, &error)) Die("backlog: " + error);
+  const int64_t t_request = NowNs();
+  const int64_t acked0 = acked.load(), unique0 = unique.load();
+  f.backlog_at_request = backlog - backlog_read.load();
+
+  std::string view;
+  if (HttpCall(coordinator_port, "GET", "/v1/streams/" + stream, "", &view) != 200) {
+    Die("stream view: " + view);
+  }
+  boost::system::error_code ec;
+  const int64_t revision = boost::json::parse(view, ec).at("revision").to_number<int64_t>();
+  const int status = HttpCall(
+      coordinator_port, "POST", "/v1/streams/" + stream + "/reshard",
+      fmt::format(R"({{"expectedLayoutRevision":{},"shardCount":{}}})", revision, kTo), &view);
+  if (status != 200) Die(fmt::format("reshard: HTTP {} {}", status, view));
+  const std::vector<int32_t> children = ShardIdsOf(view, 1);
+  if (children.size() != static_cast<size_t>(kTo)) Die("reshard: no generation 1 in " + view);
+  const bool all_read = WaitUntil(
+      [&] {
+        const std::set<int32_t> now = reading();
+        return std::all_of(children.begin(), children.end(),
+                           [&](int32_t id) { return now.count(id) > 0; });
+      },
+      limit * 3);
+  if (all_read) f.children_read_s = Seconds(NowNs() - t_request);
+  // Rates over the 3 s from the request (or until every child is read, if later): the
+  // reshard itself takes milliseconds, too short a window for a rate.
+  const int64_t window_end = t_request + 3'000'000'000;
+  if (NowNs() < window_end)
+    std::this_thread::sleep_for(std::chrono::nanoseconds(window_end - NowNs()));
+  const int64_t t_done = NowNs();
+  f.publish_during = Rate(acked.load() - acked0, t_done - t_request);
+  f.deliver_during = Rate(unique.load() - unique0, t_done - t_request);
+  stop = true;
+  load.join();
+  f.publish_failures = failed.load();
+  producer->Close();
+  filler->Close();
+  StopAll(consumers);
+  return f;
+}
+
+void RunReshards(int coordinator_port, const std::string& redis_url, const Config& cfg) {
+  std::printf(
+      "Resharding 8 -> 16 under load (2 consumers, ~10,000 messages/s offered, %zu-byte "
+      "messages); the backlog is published right before the request; rates: the 3 s before "
+      "the request (steady) and the 3 s from it (during; deliveries include the backlog)\n\n"
+      "| backlog | left at request | children read (s) | publish failures | publish/s steady "
+      "| during | ratio | deliveries/s steady | during |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
+      cfg.size);
+  for (int b : cfg.reshard) {
+    const ReshardFigures f = ReshardRun(coordinator_port, redis_url, b, cfg);
+    std::printf("| %d | %lld | %s | %lld | %.0f | %.0f | %.2f | %.0f | %.0f |\n", b,
+                static_cast<long long>(f.backlog_at_request),
+                f.children_read_s < 0 ? "not within the limit"
+                                      : fmt::format("{:.2f}", f.children_read_s).c_str(),
+                static_cast<long long>(f.publish_failures), f.publish_steady, f.publish_during,
+                f.publish_steady > 0 ? f.publish_during / f.publish_steady : 0.0, f.deliver_steady,
+                f.deliver_during);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   Config cfg;
   for (int i = 1; i < argc; ++i) {
@@ -997,11 +1170,13 @@ int main(int argc, char** argv) {
       cfg.cluster = true;
     } else if (a == "--resources" && has) {
       cfg.resources = ParseList(argv[++i]);
+    } else if (a == "--reshard" && has) {
+      cfg.reshard = ParseList(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
                    "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH] "
-                   "[--resources 16,256,1024] [--cluster]\n",
+                   "[--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000]\n",
                    argv[0]);
       return 2;
     }
@@ -1137,6 +1312,13 @@ int main(int argc, char** argv) {
                 LoadAverage().c_str());
     cluster_coordinator.Stop();
     for (auto& node : nodes) node->Stop();
+    coordinator.Stop();
+    redis.Stop();
+    std::filesystem::remove_all(dir);
+    return 0;
+  }
+  if (!cfg.reshard.empty()) {
+    RunReshards(coordinator_port, fmt::format("redis://127.0.0.1:{}", redis_port), cfg);
     coordinator.Stop();
     redis.Stop();
     std::filesystem::remove_all(dir);
