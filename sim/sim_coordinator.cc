@@ -144,8 +144,8 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override {
     return Call<GroupProgress>([&] { return redis().Progress(key, group); }, false);
   }
-  Result<bool> DeleteSealed(const std::string& key) override {
-    return Call<bool>([&] { return redis().DeleteSealed(key); }, true);
+  Result<bool> TrimSealed(const std::string& key, int32_t) override {
+    return Call<bool>([&] { return redis().TrimSealed(key); }, true);
   }
 
   // SET NX PX, polled with a short jittered backoff until `wait` (like RedisStore::Lock).

@@ -320,9 +320,8 @@ Result<bool> SimRedis::Seal(const std::string& stream, int32_t generation) {
   return r.count > 0;
 }
 
-Result<bool> SimRedis::DeleteSealed(const std::string& stream) {
-  StreamReply r = Stream([&](Streams& s) { return sim::DeleteSealed(s, stream); });
-  ServeWaiters(stream);  // a blocked read of a deleted key ends (NOGROUP, as in Redis 7)
+Result<bool> SimRedis::TrimSealed(const std::string& stream) {
+  StreamReply r = Stream([&](Streams& s) { return sim::TrimSealed(s, stream); });
   return r.count > 0;
 }
 

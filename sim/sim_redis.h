@@ -100,7 +100,7 @@ class SimRedis {
   Result<Unit> CreateConsumerGroup(const std::string& stream, const std::string& group);
   Result<bool> Seal(const std::string& stream, int32_t generation);
   Result<GroupProgress> Progress(const std::string& stream, const std::string& group);
-  Result<bool> DeleteSealed(const std::string& stream);
+  Result<bool> TrimSealed(const std::string& stream);
   // XREADGROUP … BLOCK: answers at once when entries (or an error) are there, else when an
   // entry is added or `block_ms` passes (an empty reply), or with an error on failover.
   void XReadGroupBlock(const std::string& stream, const std::string& group,

@@ -93,18 +93,19 @@ StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation) {
   return op;
 }
 
-StreamOp DeleteSealed(Streams& s, const std::string& stream) {
+StreamOp TrimSealed(Streams& s, const std::string& stream) {
   StreamOp op;
-  auto it = s.find(stream);
-  if (it == s.end()) {
-    op.reply.count = 1;  // gone already
-    return op;
-  }
-  const auto& entries = it->second.entries;
-  if (entries.empty() || !entries.rbegin()->first.is_max()) return op;  // kept
-  s.erase(it);
+  StreamState& st = s[stream];  // a missing key becomes a tombstone too
+  if (!st.entries.empty() && !st.entries.rbegin()->first.is_max()) return op;  // kept
   op.reply.count = 1;
-  op.effect = [stream](Streams& r) { r.erase(stream); };
+  if (st.entries.empty() && st.last_id.is_max()) return op;  // a tombstone already
+  st.entries.clear();
+  st.last_id = StreamId::Max();
+  op.effect = [stream](Streams& r) {
+    StreamState& rs = r[stream];
+    rs.entries.clear();
+    rs.last_id = StreamId::Max();
+  };
   return op;
 }
 

@@ -114,10 +114,11 @@ inline constexpr const char* kExhausted =
 // The coordinator's seal (redis_stream_admin.cc): `XADD key <max id> rsc-seal <g>` unless the
 // stream already ends with it (reply.count 1 when it wrote one, 0 otherwise).
 StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation);
-// The coordinator's deletion of a retired key (redis_stream_admin.cc, RS5): XREVRANGE + - COUNT
-// 1, then UNLINK when the top entry is the seal. reply.count 1: the key is gone (deleted now
-// or missing); 0: kept (it does not end with the seal).
-StreamOp DeleteSealed(Streams& s, const std::string& stream);
+// The coordinator's emptying of a retired key (redis_stream_admin.cc, RS5): when its top entry
+// is the seal, XTRIM MAXLEN 0; when it has none (missing or empty), the seal written and
+// trimmed at once. Either way a tombstone: no entries, last id the maximum. reply.count 1:
+// a tombstone now; 0: kept (an entry follows where the seal was).
+StreamOp TrimSealed(Streams& s, const std::string& stream);
 // XINFO GROUPS, for one group: whether it exists, its last-delivered id, its pending count
 // (in reply.cursor and reply.count; NOGROUP when the stream or the group is missing).
 StreamOp XInfoGroup(Streams& s, const std::string& stream, const std::string& group);

@@ -11,7 +11,7 @@ enum ExitCode : int {
   kExitUnreachable = 3,       // no endpoint answered, or a sent change got no reply
   kExitRevisionConflict = 4,  // REVISION_CONFLICT (after the one retry, when it applies)
   kExitRetryable = 5,         // every endpoint refused with a retryable 503
-  kExitTimedOut = 6,          // rsc reshard: --timeout passed, the reshard goes on
+  kExitTimedOut = 6,          // rsc reshard: --wait-timeout passed, the reshard goes on
 };
 
 inline constexpr const char* kExitCodesFooter =
@@ -24,7 +24,7 @@ inline constexpr const char* kExitCodesFooter =
     "  4  REVISION_CONFLICT (after the one automatic retry, when no revision was given)\n"
     "  5  refused with a retryable 503 (COORDINATOR_TERMINATING, REDIS_UNAVAILABLE,\n"
     "     LOCK_TIMEOUT) by every endpoint\n"
-    "  6  reshard: --timeout passed before the reshard finished (it goes on; see\n"
+    "  6  reshard: --wait-timeout passed before the reshard finished (it goes on; see\n"
     "     `rsc stream` and `rsc describe`)\n"
     "\n"
     "Environment: RSC_COORDINATOR (--coordinator), RSC_ADMIN_TOKEN (--admin-token).";

@@ -212,7 +212,18 @@ ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t genera
     if (g.generation == generation) gen = &g;
   }
   if (gen == nullptr) {
-    p.text = "generation " + std::to_string(generation) + " is not in the layout any more\n";
+    // Dropped: it was retired (read to its end by every group) and emptied since.
+    p.text = "generation " + std::to_string(generation) +
+             " is not in the layout any more: superseded, retired and emptied\n";
+    p.done = true;
+    return p;
+  }
+  if (gen->state == GenerationState::kSealed || gen->state == GenerationState::kRetired) {
+    // A later reshard took over: its children are what the groups go on to.
+    p.text = "generation " + std::to_string(generation) + ": " +
+             std::string(GenerationStateName(gen->state)) + ", superseded by generation " +
+             std::to_string(stream.layout.generations.back().generation) +
+             " (a later reshard; rsc stream " + stream.layout.stream + ")\n";
     p.done = true;
     return p;
   }

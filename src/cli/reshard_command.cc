@@ -60,15 +60,23 @@ CallOutcome SendReshard(Context& ctx, const std::string& stream, int32_t shards,
   }
 }
 
-// The views of the stream's groups that could be read (a group deleted meanwhile is
-// skipped: it holds nothing back).
-std::vector<GroupView> ReadGroups(Context& ctx, const StreamView& stream) {
+// The views of the stream's groups. A group deleted meanwhile is skipped (it holds nothing
+// back); any other failure to read one is a line in *unreadable, and the wait goes on.
+std::vector<GroupView> ReadGroups(Context& ctx, const StreamView& stream, std::string* unreadable) {
   std::vector<GroupView> views;
   for (const std::string& g : stream.layout.groups) {
     CallOutcome call =
         ctx.admin->Call("GET", GroupPath(stream.layout.stream, g), "", Replay::kSafe);
-    if (!call.ok()) continue;
-    if (Result<GroupView> v = ParseGroupView(call.body); v.ok()) views.push_back(std::move(*v));
+    if (!call.ok()) {
+      if (call.code != "GROUP_NOT_FOUND") *unreadable += "  " + g + ": " + call.message + "\n";
+      continue;
+    }
+    Result<GroupView> v = ParseGroupView(call.body);
+    if (!v.ok()) {
+      *unreadable += "  " + g + ": malformed view: " + v.error().message + "\n";
+      continue;
+    }
+    views.push_back(std::move(*v));
   }
   return views;
 }
@@ -109,8 +117,22 @@ int Run(Context& ctx, const Opts& o) {
   for (;;) {
     StreamView view;
     CallOutcome read = ReadStream(ctx, o.stream, &view);
-    if (!read.ok()) return Fail(ctx, read);
-    const ReshardProgress p = DescribeReshardProgress(view, generation, ReadGroups(ctx, view));
+    ReshardProgress p;
+    if (read.ok()) {
+      // A group view that cannot be read (a coordinator restarting, Redis failing over)
+      // leaves the wait undecided, never "done".
+      std::string unreadable;
+      std::vector<GroupView> views = ReadGroups(ctx, view, &unreadable);
+      p = DescribeReshardProgress(view, generation, views);
+      if (!unreadable.empty()) {
+        p.done = false;
+        p.text += unreadable;
+      }
+    } else {
+      // Not fatal while waiting: the reshard goes on in the coordinators; retried until the
+      // deadline.
+      p.text = "stream view not readable: " + read.message + "\n";
+    }
     if (!ctx.json && p.text != last_shown) {
       *ctx.out << p.text << std::flush;  // only what changed: a log, not a redrawn screen
       last_shown = p.text;

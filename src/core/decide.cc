@@ -189,7 +189,7 @@ void Settle(Work& w) {
   }
   // K3 balances the shards that can be assigned (RS3); shards waiting for their parents
   // get targets of their own (shown as pendingShards) but are handed to nobody yet, and
-  // completed shards belong to no one.
+  // completed shards are targeted to no one (an owner drains them).
   const std::vector<bool> assignable = m.AssignableShards();
   std::vector<std::string> targets;
   if (std::all_of(assignable.begin(), assignable.end(), [](bool a) { return a; })) {
@@ -1045,14 +1045,12 @@ void RecordCompletions(Work& w, const std::vector<ShardCompletion>& completions)
     }
     sh->completed = c.complete;
     if (c.complete) {
-      // Read to its end: no member has anything left to do on it (RS3).
-      if (!sh->owner.empty()) w.Emit(EventKind::kShardReleased, sh->owner, sh->id, "completed");
-      sh->owner.clear();
+      // Read to its end: nothing is left to read (RS3). Its owner, if any, is told to drain
+      // it like any revoke (Settle) and keeps it until it reports REVOKED or its lease ends.
+      // Cleared here, the owner's grants would still run unrecorded, and a reopen (a failover
+      // lost the acks, or a stale check) could hand the shard to another member meanwhile:
+      // two readers (S1, simulator seed 9204068676931625525).
       sh->target.clear();
-      sh->revoke_since_ms = 0;
-      sh->revoke_version = 0;
-      sh->taken_ms = 0;
-      sh->release_at_ms = 0;
       w.Emit(EventKind::kParentCompleted, "", sh->id);
     } else {
       w.Emit(EventKind::kParentReopened, "", sh->id, "found incomplete again in Redis");

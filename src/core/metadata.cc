@@ -227,9 +227,9 @@ Status CheckInvariants(const GroupMetadata& m) {
     }
     if (sh.stream.empty()) return bad(fmt::format("shard {} has no stream key", sh.id));
     if (sh.generation == m.active_generation) ++active;
-    if (sh.completed &&
-        (sh.generation >= m.active_generation || !sh.owner.empty() || !sh.target.empty())) {
-      return bad(fmt::format("shard {} is completed but active, owned or targeted", sh.id));
+    // A completed shard's owner may still be draining it (it keeps it until REVOKED).
+    if (sh.completed && (sh.generation >= m.active_generation || !sh.target.empty())) {
+      return bad(fmt::format("shard {} is completed but active or targeted", sh.id));
     }
     if (ordered && !assignable[i] && !sh.owner.empty() && sh.owner == sh.target) {
       return bad(fmt::format("shard {} is granted before its parents completed (RS3)", sh.id));

@@ -69,9 +69,11 @@ struct ShardState {
   std::string stream;
   // RS3: this group has read the sealed shard to its end (its Redis consumer group delivered
   // the seal and has nothing pending), judged in Redis by the coordinator. A completed
-  // shard has no owner and no target; the next generation's shards are assigned only once
-  // every shard of the earlier generations is completed. A re-check that finds it
-  // incomplete again (a failover lost the seal or acks) reopens it.
+  // shard has no target; an owner it had drains it and keeps it until it reports REVOKED
+  // (or its lease ends), so a reopen never hands it to a second reader. The next
+  // generation's shards are assigned only once every shard of the earlier generations is
+  // completed. A re-check that finds it incomplete again (a failover lost the seal or
+  // acks) reopens it.
   bool completed = false;
   std::string owner;
   std::string target;

@@ -37,10 +37,15 @@ class StreamAdmin {
   // lost it), false when the stream was already sealed.
   virtual Result<bool> Seal(const std::string& key, int32_t generation) = 0;
   virtual Result<GroupProgress> Progress(const std::string& key, const std::string& group) = 0;
-  // RS5: deletes the key if it ends with the seal (UNLINK). Nothing can follow a seal, so
-  // the check and the delete need no atomicity. true: the key is gone (deleted now, or
-  // missing already); false: it exists and does not end with the seal — kept.
-  virtual Result<bool> DeleteSealed(const std::string& key) = 0;
+  // RS5: empties a retired key that ends with its seal, leaving a tombstone: an empty stream
+  // whose last ID is still the maximum, so every `XADD *` keeps failing and MKSTREAM creates
+  // nothing — deleting the key would have removed the seal's fence, and a reader's
+  // `XGROUP CREATE … MKSTREAM`, a producer on Redis < 6.2 or a restore could then re-create
+  // a writable key that no group reads. A missing or empty key becomes a tombstone too.
+  // Nothing can follow a seal, so the check and the trim need no atomicity. true: the key is
+  // a tombstone now; false: it has an entry after where the seal was (written after a lost
+  // seal) — kept, untouched.
+  virtual Result<bool> TrimSealed(const std::string& key, int32_t generation) = 0;
 };
 
 }  // namespace rsc

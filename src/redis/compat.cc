@@ -128,7 +128,7 @@ const std::vector<std::string>& RequiredCommands() {
       // Clients: producing and consuming shard streams.
       "XADD", "XREADGROUP", "XACK", "XGROUP", "XPENDING", "XCLAIM",
       // Resharding (SPEC RS3, RS5): completion checks, retired keys' last entry and deletion.
-      "XINFO", "XREVRANGE", "UNLINK"};
+      "XINFO", "XREVRANGE", "XTRIM"};
   return kCommands;
 }
 

@@ -10,6 +10,14 @@ Error Failed(std::string_view what, const std::string& key, const std::string& r
   return MakeError(ErrorCode::kRedisUnavailable, fmt::format("{} on {}: {}", what, key, reply));
 }
 
+// Redis refusing a seal because the stream's last ID is already the maximum: Redis 7 says
+// "exhausted the last possible ID", older ones "equal or smaller than the target stream top
+// item".
+bool AlreadyAtTheMaximumId(const Reply& r) {
+  return r.str.find("last possible ID") != std::string::npos ||
+         r.str.find("equal or smaller") != std::string::npos;
+}
+
 }  // namespace
 
 Status RedisStreamAdmin::CreateConsumerGroup(const std::string& key, const std::string& group) {
@@ -28,12 +36,7 @@ Result<bool> RedisStreamAdmin::Seal(const std::string& key, int32_t generation) 
       Reply r, executor_.Run(key, {"XADD", key, kSealId, "rsc-seal", std::to_string(generation)},
                              CommandKind::kWrite));
   if (!r.IsError()) return true;
-  // The stream's top ID is already the maximum: Redis 7 says "exhausted the last possible
-  // ID", older ones "equal or smaller than the target stream top item".
-  if (r.str.find("last possible ID") != std::string::npos ||
-      r.str.find("equal or smaller") != std::string::npos) {
-    return false;
-  }
+  if (AlreadyAtTheMaximumId(r)) return false;
   return Failed("XADD seal", key, r.str);
 }
 
@@ -66,28 +69,31 @@ Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const s
   return p;
 }
 
-Result<bool> RedisStreamAdmin::DeleteSealed(const std::string& key) {
+Result<bool> RedisStreamAdmin::TrimSealed(const std::string& key, int32_t generation) {
   RSC_ASSIGN_OR_RETURN(Reply top, executor_.Run(key, {"XREVRANGE", key, "+", "-", "COUNT", "1"},
                                                 CommandKind::kRead));
   if (top.IsError()) {
-    // WRONGTYPE: not a stream any more — never ours to delete.
-    if (top.ErrorIs("WRONGTYPE")) return false;
+    if (top.ErrorIs("WRONGTYPE")) return false;  // not a stream: never ours to touch
     return Failed("XREVRANGE", key, top.str);
   }
   if (!top.IsArray()) return Failed("XREVRANGE", key, "unexpected reply type");
   if (top.elements.empty()) {
-    // A missing key (deleted by an earlier pass) or an empty stream: an empty stream has no
-    // seal, so it is kept unless it is missing.
-    RSC_ASSIGN_OR_RETURN(Reply exists, executor_.Run(key, {"EXISTS", key}, CommandKind::kRead));
-    return exists.integer == 0;
+    // Missing, or already empty: the seal written and trimmed in one command makes it a
+    // tombstone; one whose last ID is already the maximum refuses it, and is one already.
+    RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key,
+                                                {"XADD", key, "MAXLEN", "0", kSealId, "rsc-seal",
+                                                 std::to_string(generation)},
+                                                CommandKind::kWrite));
+    if (!r.IsError() || AlreadyAtTheMaximumId(r)) return true;
+    return Failed("XADD MAXLEN 0 seal", key, r.str);
   }
   const Reply& entry = top.elements.front();
   if (!entry.IsArray() || entry.elements.empty() || entry.elements.front().str != kSealId) {
     return false;
   }
-  // UNLINK frees a large stream off Redis's main thread.
-  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"UNLINK", key}, CommandKind::kWrite));
-  if (r.IsError()) return Failed("UNLINK", key, r.str);
+  RSC_ASSIGN_OR_RETURN(Reply r,
+                       executor_.Run(key, {"XTRIM", key, "MAXLEN", "0"}, CommandKind::kWrite));
+  if (r.IsError()) return Failed("XTRIM", key, r.str);
   return true;
 }
 

@@ -13,7 +13,7 @@ class RedisStreamAdmin : public StreamAdmin {
   Status CreateConsumerGroup(const std::string& key, const std::string& group) override;
   Result<bool> Seal(const std::string& key, int32_t generation) override;
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override;
-  Result<bool> DeleteSealed(const std::string& key) override;
+  Result<bool> TrimSealed(const std::string& key, int32_t generation) override;
 
  private:
   Executor& executor_;

@@ -603,8 +603,9 @@ Result<bool> GroupService::DeleteRetired(const StoredLayout& stored) {
   }
   if (!work.drop) return false;
   for (const LayoutShard& s : work.drop->shards) {
-    RSC_ASSIGN_OR_RETURN(bool gone, options_.streams->DeleteSealed(s.stream));
-    if (!gone) {
+    RSC_ASSIGN_OR_RETURN(bool emptied,
+                         options_.streams->TrimSealed(s.stream, work.drop->generation));
+    if (!emptied) {
       // Written after its seal was lost (a rollback the layout did not see): only an operator
       // can tell what those entries are. The generation stays in the layout until then.
       {
@@ -626,7 +627,8 @@ Result<bool> GroupService::DeleteRetired(const StoredLayout& stored) {
   if (cas->applied) {
     observer_.OnEvents(GroupKey{l.stream, ""},
                        {Event{EventKind::kGenerationDeleted, "", -1,
-                              fmt::format("generation {}: {} keys deleted, retired {} ms before",
+                              fmt::format("generation {}: {} keys emptied (tombstones kept), "
+                                          "retired {} ms before",
                                           work.drop->generation, work.drop->shards.size(),
                                           clock_.NowMs() - work.drop->retired_ms)}});
   }
@@ -638,8 +640,13 @@ Status GroupService::StreamTick(const std::string& stream) {
   if (!stored) return OkStatus();
   if (stored->layout.generations.size() > 1 && options_.streams != nullptr &&
       stored->layout.generations.front().state == GenerationState::kRetired) {
-    RSC_ASSIGN_OR_RETURN(bool wrote, DeleteRetired(*stored));
-    if (wrote) {
+    // A failure here must not hold the rest of the pass back (prepare, seal, activate,
+    // adopt, retire): logged, and tried again next pass.
+    Result<bool> wrote = DeleteRetired(*stored);
+    if (!wrote.ok()) {
+      spdlog::warn("event=retired_cleanup_failed stream={} message=\"{}\"", stream,
+                   wrote.error().message);
+    } else if (*wrote) {
       RSC_ASSIGN_OR_RETURN(stored, store_.LoadLayout(stream));
       if (!stored) return OkStatus();
     }

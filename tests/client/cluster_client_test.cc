@@ -674,7 +674,7 @@ const std::vector<std::string> kCoordinatorAcl = {
     "+type", "+get", "+set", "+del", "+zadd", "+zrem", "+zscore", "+zcard", "+zrange",
     "+zrangebyscore",
     "+sadd", "+srem", "+smembers", "+sismember", "+scan",
-    "+xadd", "+xgroup|create", "+xinfo|groups", "+xrevrange", "+unlink",
+    "+xadd", "+xgroup|create", "+xinfo|groups", "+xrevrange", "+xtrim",
     "+info", "+command|info", "+config|get", "+ping", "+select",
     "+cluster|slots", "+cluster|nodes", "+asking"};
 const std::vector<std::string> kClientAcl = {
@@ -696,7 +696,7 @@ TEST(ClusterAcl, TheDocumentedLeastPrivilegeUsersRunEndToEnd) {
     }
   }
   const std::string nodes = cluster.node(0).Address() + "," + cluster.node(1).Address();
-  // Retired keys go after the routing lease (3 s), so the deletion runs as the user too.
+  // Retired keys are emptied after the routing lease (3 s), so that runs as the user too.
   CoordinatorProcess coordinator(
       CoordinatorOptions{.redis_url = "redis://rsc-coordinator:coord-pw@" + nodes,
                          .extra_args = {"--retired-retention-ms", "0"}});
@@ -761,7 +761,7 @@ TEST(ClusterAcl, TheDocumentedLeastPrivilegeUsersRunEndToEnd) {
   EXPECT_EQ(consumer->Status().last_redis_error, "");
 
   // A reshard as the coordinator's user: consumer groups on the new keys, seals, completion
-  // checks (SPEC D3, RS2, RS3), then the retired keys' deletion (RS5).
+  // checks (SPEC D3, RS2, RS3), then the retired keys emptied (RS5).
   auto generations = [&] {
     json::value v = http.Get("/v1/streams/orders").json;
     return v.is_object() && v.as_object().contains("generations") ? v.at("generations").as_array()
@@ -789,7 +789,7 @@ TEST(ClusterAcl, TheDocumentedLeastPrivilegeUsersRunEndToEnd) {
         const json::array g = generations();
         return g.size() == 1 && rsc::testing::JsonInt(g[0], "generation") == 1;
       },
-      20s, "generation 0 retired, its keys deleted and the generation dropped"))
+      20s, "generation 0 retired, its keys emptied and the generation dropped"))
       << json::serialize(generations()) << coordinator.LogTail(20);
   const std::string log = coordinator.Log();
   EXPECT_EQ(log.find("NOPERM"), std::string::npos) << coordinator.LogTail(40);

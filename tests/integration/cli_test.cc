@@ -406,9 +406,11 @@ TEST_F(CliTest, ConsumeReceivesWhatProduceSentAndLeavesCleanly) {
 // shard and shows the progress; a group without live members is shown, never waited for; a
 // live member that never reads its parents holds the wait until --wait-timeout (exit 6).
 TEST_F(CliTest, ReshardWaitsForGroupsWithLiveMembersAndShowsProgress) {
+  // Fast heartbeats, and a member lease long enough for a loaded machine (the consumer must
+  // stay live through the wait).
   ASSERT_EQ(
       Rsc({"create", kP, kG, "--shards", "4", "--heartbeat-interval-ms", "200", "--member-lease-ms",
-           "2500", "--assignment-lease-ms", "1500", "--rebalance-timeout-ms", "3000",
+           "10000", "--assignment-lease-ms", "8000", "--rebalance-timeout-ms", "10000",
            "--routing-lease-ms", "3000", "--routing-refresh-ms", "300"})
           .exit_code,
       0);

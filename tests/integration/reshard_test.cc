@@ -170,10 +170,11 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   EXPECT_EQ(JsonInt(billing, "shardCount"), 2) << JsonString(billing);
 }
 
-// RS5: a retired generation's keys are deleted after the retention (here the stream's
+// RS5: a retired generation's keys are emptied after the retention (here the stream's
 // routing lease: --retired-retention-ms 0 is raised to it), then the generation leaves the
-// layout. A retired key that no longer ends with its seal is kept, with the generation,
-// until an operator deals with it (runbook 7a).
+// layout. An emptied key stays a tombstone (no entries, the maximum last ID): writes to it
+// keep failing. A retired key that no longer ends with its seal is kept, with the
+// generation, until an operator deals with it (runbook 7a).
 class ReshardRetentionTest : public ReshardTest {
  protected:
   std::vector<std::string> ExtraArgs() const override { return {"--retired-retention-ms", "0"}; }
@@ -182,7 +183,7 @@ class ReshardRetentionTest : public ReshardTest {
   }
 };
 
-TEST_F(ReshardRetentionTest, RetiredKeysAreDeletedAfterTheRoutingLease) {
+TEST_F(ReshardRetentionTest, RetiredKeysAreEmptiedAfterTheRoutingLease) {
   Config config = ShortLeases();
   config.routing_lease_ms = 4000;
   config.routing_refresh_ms = 1000;
@@ -203,18 +204,32 @@ TEST_F(ReshardRetentionTest, RetiredKeysAreDeletedAfterTheRoutingLease) {
   // The seal of {orders:1} goes (as if a failover lost it and something wrote after it).
   ASSERT_EQ(cli_->Run({"XDEL", "{orders:1}", kSeal}).integer, 1);
 
-  ASSERT_TRUE(WaitFor([&] { return Exists(*cli_, "{orders:0}") == 0; }, 15s,
-                      "the sealed retired key deleted"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cli_->Run({"XLEN", "{orders:0}"}).integer == 0;
+      },
+      15s, "the sealed retired key emptied"));
+  EXPECT_EQ(Exists(*cli_, "{orders:0}"), 1) << "a tombstone, not a deleted key";
+  for (const char* mode : {"", "NOMKSTREAM"}) {
+    std::vector<std::string> xadd = {"XADD", "{orders:0}"};
+    if (*mode != '\0') xadd.push_back(mode);
+    xadd.insert(xadd.end(), {"*", "k", "late"});
+    EXPECT_TRUE(cli_->Run(xadd).type == CliReply::Type::kError) << "the tombstone took a write";
+  }
   ASSERT_TRUE(WaitFor([&] { return Events("retired_key_kept") >= 1; }, 10s,
                       "the unsealed retired key reported"));
-  EXPECT_EQ(Exists(*cli_, "{orders:1}"), 1) << "a retired key without its seal was deleted";
+  EXPECT_EQ(cli_->Run({"XLEN", "{orders:1}"}).integer, 1)
+      << "a retired key without its seal was emptied";
   EXPECT_EQ(StateOf(0), "RETIRED") << "the generation left the layout with a key kept";
   EXPECT_EQ(Events("generation_deleted"), 0);
 
-  // The operator decides (runbook 7a) and deletes it: the generation goes.
+  // The operator decides (runbook 7a) and deletes it: the generation goes, the key comes
+  // back as a tombstone.
   ASSERT_EQ(cli_->Run({"DEL", "{orders:1}"}).integer, 1);
   ASSERT_TRUE(WaitFor([&] { return StateOf(0) == "absent"; }, 10s, "generation 0 dropped"));
   EXPECT_EQ(Events("generation_deleted"), 1);
+  EXPECT_EQ(Exists(*cli_, "{orders:1}"), 1);
+  EXPECT_TRUE(cli_->Run({"XADD", "{orders:1}", "*", "k", "late"}).type == CliReply::Type::kError);
   EXPECT_EQ(Exists(*cli_, "{orders:2}"), 1) << "the ACTIVE generation's key";
   // Not before the retention: the event says how long after its retirement.
   const std::string log = coord_->Log();

@@ -252,6 +252,17 @@ TEST(SimulatorRegression, Seed4437484523665089528_ConflictsJudgedOnTheWrittenSta
   ExpectPassesReaching(4437484523665089528ULL, "rejoin_regained_draining_shard");
 }
 
+// Found by the CI sweep (issue 12, with reshards): a parent's completion cleared its owner
+// while that member still held a lease on it; its drain answers kept renewing that lease, and
+// a reopen (a completion check read before the completion was recorded) handed the shard to
+// the other member: two readers (S1). A completed shard is now drained by its owner like any
+// revoke (GroupReshard.ACompletedParentIsDrainedNotDroppedSoAReopenWaitsForItsReader).
+// With the fix the found seed's run takes another path and reopens nothing; the search
+// starts at the first seed after it whose run reopens a parent (+137).
+TEST(SimulatorRegression, Seed9204068676931625525_ACompletedParentIsDrainedNotDropped) {
+  ExpectPassesReaching(9204068676931625525ULL + 137, "parent_reopened");
+}
+
 // ── Mutants: deliberately broken rules the checkers must catch (sim/mutants.h) ──
 
 struct Mutant {

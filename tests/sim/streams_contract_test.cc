@@ -123,9 +123,9 @@ class StreamsBackend {
                            const std::vector<StreamId>& ids) = 0;
   virtual StreamReply XPending(const std::string& stream, const std::string& group, int count) = 0;
   virtual int64_t XDel(const std::string& stream, const std::vector<StreamId>& ids) = 0;
-  // The coordinator's deletion of a retired key (RS5): 1 when the key is gone afterwards, 0
-  // when it was kept (it does not end with the seal).
-  virtual int64_t DeleteSealed(const std::string& stream) = 0;
+  // The coordinator's emptying of a retired key (RS5): 1 when it is a tombstone afterwards,
+  // 0 when it was kept (an entry follows where the seal was).
+  virtual int64_t TrimSealed(const std::string& stream) = 0;
   virtual StateView State(const std::string& stream, const std::string& group) = 0;
 };
 
@@ -176,8 +176,8 @@ class ModelBackend : public StreamsBackend {
     }
     return n;
   }
-  int64_t DeleteSealed(const std::string& stream) override {
-    return Apply(sim::DeleteSealed(primary_, stream)).count;
+  int64_t TrimSealed(const std::string& stream) override {
+    return Apply(sim::TrimSealed(primary_, stream)).count;
   }
   StateView State(const std::string& stream, const std::string& group) override {
     return View(primary_, stream, group);
@@ -367,9 +367,9 @@ class RedisBackend : public StreamsBackend {
     return Run(args).integer;
   }
   // The product's code (redis_stream_admin.cc), not a copy of it.
-  int64_t DeleteSealed(const std::string& stream) override {
+  int64_t TrimSealed(const std::string& stream) override {
     if (admin_ == nullptr) return -1;
-    Result<bool> r = admin_->DeleteSealed(stream);
+    Result<bool> r = admin_->TrimSealed(stream, 0);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
     return r.ok() && *r ? 1 : 0;
   }
@@ -531,8 +531,8 @@ class Tracer {
   void State(const std::string& stream, const std::string& group) {
     Line(fmt::format("STATE {} {}", stream, group), Str(b_.State(stream, group)));
   }
-  void DeleteSealed(const std::string& stream) {
-    Line(fmt::format("DELETE-IF-SEALED {}", stream), std::to_string(b_.DeleteSealed(stream)));
+  void TrimSealed(const std::string& stream) {
+    Line(fmt::format("TRIM-IF-SEALED {}", stream), std::to_string(b_.TrimSealed(stream)));
   }
 
   const std::vector<StreamId>& added(const std::string& stream) { return added_[stream]; }
@@ -591,24 +591,35 @@ const std::vector<NamedScript>& Scripts() {
          t.ReadPending(kS, kG, "c1", StreamId::Max(), 10);
          t.State(kS, kG);
        }},
-      // SPEC RS5: a retired key is deleted only while it ends with its seal; a missing key
-      // counts as deleted; an empty stream, or one whose seal was deleted, is kept.
-      {"ARetiredKeyIsDeletedOnlyWhileItEndsWithItsSeal",
+      // SPEC RS5: a retired key is emptied only while it ends with its seal, and stays a
+      // tombstone: no entries, the maximum last ID, so `XADD *` (with or without NOMKSTREAM)
+      // keeps failing and MKSTREAM creates nothing. A missing or empty key becomes one; a
+      // key whose top entry is not the seal is kept untouched.
+      {"ARetiredKeyBecomesATombstoneOnlyWhileItEndsWithItsSeal",
        [](Tracer& t) {
-         t.DeleteSealed(kS);  // missing: gone already
-         t.Create(kS, kG);    // an empty stream
-         t.DeleteSealed(kS);
+         t.TrimSealed(kS);  // missing: a tombstone now
          t.State(kS, kG);
          t.Add(kS, kBase + 1, "a", 0);
-         t.DeleteSealed(kS);  // not sealed
-         t.Seal(kS);
-         t.DeleteSealed(kS);
+         t.AddNoMk(kS, kBase + 2, "a", 1);
+         t.TrimSealed(kS);  // a tombstone already
+         t.Create(kS, kG);  // a reader re-creating its group: nothing to read
+         t.ReadNew(kS, kG, "c1", 10);
          t.State(kS, kG);
          AddN(t, 2, kS2);
+         t.Create(kS2, kG);
+         t.TrimSealed(kS2);  // not sealed: kept
          t.Seal(kS2);
-         t.Del(kS2, {StreamId::Max()});  // the seal lost: the top entry is an ordinary one
-         t.DeleteSealed(kS2);
+         t.ReadNew(kS2, kG, "c1", 10);
+         t.TrimSealed(kS2);
          t.State(kS2, kG);
+         t.Add(kS2, kBase + 10, "a", 2);
+         t.Info(kS2, kG);
+         const std::string k3 = "{orders:2}";
+         AddN(t, 1, k3);
+         t.Seal(k3);
+         t.Del(k3, {StreamId::Max()});  // the seal lost: the top entry is an ordinary one
+         t.TrimSealed(k3);
+         t.State(k3, kG);
        }},
       {"AddIdsAreStrictlyIncreasing",
        [](Tracer& t) {
