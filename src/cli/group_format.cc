@@ -216,6 +216,7 @@ ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t genera
     p.text = "generation " + std::to_string(generation) +
              " is not in the layout any more: superseded, retired and emptied\n";
     p.done = true;
+    p.superseded = true;
     return p;
   }
   if (gen->state == GenerationState::kSealed || gen->state == GenerationState::kRetired) {
@@ -225,6 +226,7 @@ ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t genera
              std::to_string(stream.layout.generations.back().generation) +
              " (a later reshard; rsc stream " + stream.layout.stream + ")\n";
     p.done = true;
+    p.superseded = true;
     return p;
   }
   p.text = "generation " + std::to_string(generation) + " (" + std::to_string(gen->shards.size()) +

@@ -30,6 +30,7 @@ std::string FormatStreamView(const StreamView& view);
 // never waited for: SPEC RS1). `views` are the groups' views as far as they could be read.
 struct ReshardProgress {
   bool done = false;
+  bool superseded = false;  // done because a later reshard took over (or it is gone since)
   std::string text;
 };
 ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t generation,

@@ -140,6 +140,9 @@ int Run(Context& ctx, const Opts& o) {
     if (p.done) {
       if (ctx.json) {
         *ctx.out << read.body << "\n";
+      } else if (p.superseded) {
+        *ctx.out << "done: generation " << generation
+                 << " was superseded by a later reshard; its groups went on to that one\n";
       } else {
         *ctx.out << "done: every group with a live member reads the " << o.shards
                  << " shards of generation " << generation << "\n";

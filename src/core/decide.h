@@ -97,9 +97,9 @@ enum class EventKind {
   kParentCompleted,
   kParentReopened,
   // Stream ticks (group "" in the key): a sealed shard found without its seal and sealed
-  // again (RS2: a failover lost it); a retired generation's keys deleted and the generation
-  // dropped from the layout (RS5); a retired key kept because it no longer ends with its
-  // seal (something wrote it after a lost seal: an operator decides, runbook 7a).
+  // again (RS2: a failover lost it); a retired generation's keys emptied to tombstones and the
+  // generation dropped from the layout (RS5); a retired key kept because it no longer ends
+  // with its seal (a failover lost the seal: an operator decides, runbook 7a).
   kParentResealed,
   kGenerationDeleted,
   kRetiredKeyKept,

@@ -114,7 +114,8 @@ class GroupService : public CoordinatorApi {
   // groups of a PREPARING generation, lets every group adopt the layout and record which
   // sealed shards it has read to their end (checked in Redis), seals the ACTIVE generation
   // and activates the PREPARING one, re-seals sealed ones, retires a generation complete for
-  // every group, deletes a retired one's keys after the retention. Does nothing (one layout read)
+  // every group, empties a retired one's keys to tombstones after the retention. Does nothing
+  // (one layout read)
   // for a stream with one generation whose groups adopted it. Any coordinator may run it; every
   // step is idempotent.
   Status StreamTick(const std::string& stream);

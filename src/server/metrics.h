@@ -59,7 +59,8 @@
 //                                               parent_completed, parent_reopened (a
 //                                               completion undone), parent_resealed (a
 //                                               lost seal written again),
-//                                               generation_deleted (retired keys deleted),
+//                                               generation_deleted (retired keys emptied
+//                                               to tombstones, generation dropped),
 //                                               retired_key_kept (a retired key without
 //                                               its seal: runbook 7a)
 //   rsc_ticks_total                             tick passes run
