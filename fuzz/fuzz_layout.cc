@@ -73,8 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         break;
       case 2: {
-        auto d = DecideReshard(
-            l, arg % 40, [&](int32_t id) { return ShardStreamKey(l.stream, id); }, "fuzz");
+        // One server, or a small cluster of 1 to 3 masters (tagged keys, D2).
+        SlotPlacement placement;
+        for (int m = 0; m < (arg / 40) % 4; ++m) placement.push_back({m * 7, m * 7 + 3});
+        auto d = DecideReshard(l, arg % 40, placement, "fuzz");
         if (d.ok()) {
           CheckWritten(l, *d);
           l = *d;

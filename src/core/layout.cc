@@ -112,7 +112,12 @@ Status CheckLayoutInvariants(const Layout& l) {
                         g.generation, s.id, last_id));
       }
       last_id = s.id;
-      if (s.stream.empty()) return bad(fmt::format("shard {} has an empty stream key", s.id));
+      if (!IsShardKeyOf(l.stream, s.id, s.stream)) {
+        return bad(
+            fmt::format("shard {}: key '{}' is not a key of shard {} of stream '{}' "
+                        "({{P:id}} or {{P:id.<tag>}}, D2)",
+                        s.id, s.stream, s.id, l.stream));
+      }
       if (!keys.insert(s.stream).second) {
         return bad(fmt::format("shard {}: key '{}' is used twice", s.id, s.stream));
       }
@@ -122,10 +127,58 @@ Status CheckLayoutInvariants(const Layout& l) {
   return OkStatus();
 }
 
+ExistingGroup DescribeExistingGroup(const GroupMetadata& m) {
+  ExistingGroup e{m.key.group, m.shard_count, m.version.value(), m.config, {}, 0};
+  for (const ShardState& s : m.shards) {
+    e.newest_generation = std::max(e.newest_generation, s.generation);
+    if (s.generation == 0) e.generation0.push_back({s.id, s.stream});
+  }
+  return e;
+}
+
+namespace {
+
+// Generation 0's keys as the groups name them (a v1 group's are {P:s}); fails closed when
+// the groups show a reshard (the lost layout cannot be rebuilt from them) or disagree.
+Result<std::vector<LayoutShard>> KeysFromGroups(const std::string& stream, int32_t n,
+                                                const std::vector<ExistingGroup>& groups) {
+  std::vector<LayoutShard> shards;
+  for (int32_t s = 0; s < n; ++s) shards.push_back({s, ""});
+  for (const ExistingGroup& g : groups) {
+    if (g.newest_generation > 0) {
+      return MakeError(
+          ErrorCode::kMetadataUnreadable,
+          fmt::format("stream '{}' has no layout record, but group '{}' reads generation {}: the "
+                      "stream was resharded and its layout was lost. Rebuilding generation 0 "
+                      "from the groups could route producers to sealed keys; restore the layout "
+                      "key (runbook: \"Stream layout lost\", RS6)",
+                      stream, g.group, g.newest_generation));
+    }
+    for (const LayoutShard& s : g.generation0) {
+      if (s.id < 0 || s.id >= n) continue;
+      std::string& key = shards[static_cast<size_t>(s.id)].stream;
+      if (!key.empty() && key != s.stream) {
+        return MakeError(ErrorCode::kMetadataUnreadable,
+                         fmt::format("stream '{}' has no layout record and its groups name "
+                                     "different keys for shard {} ('{}', '{}'); restore the "
+                                     "layout key (runbook: \"Stream layout lost\")",
+                                     stream, s.id, key, s.stream));
+      }
+      key = s.stream;
+    }
+  }
+  for (LayoutShard& s : shards) {
+    if (s.stream.empty()) s.stream = ShardStreamKey(stream, s.id);
+  }
+  return shards;
+}
+
+}  // namespace
+
 Result<Layout> DeriveGeneration0(const std::string& stream, int32_t shard_count,
                                  const GroupConfig& config,
                                  const std::vector<ExistingGroup>& groups,
-                                 const std::string& fresh_lineage) {
+                                 const SlotPlacement& placement, const std::string& fresh_lineage) {
   Layout l;
   l.stream = stream;
   l.lineage = fresh_lineage;
@@ -155,7 +208,15 @@ Result<Layout> DeriveGeneration0(const std::string& stream, int32_t shard_count,
   Generation g0;
   g0.generation = 0;
   g0.state = GenerationState::kActive;
-  for (int32_t s = 0; s < n; ++s) g0.shards.push_back({s, ShardStreamKey(stream, s)});
+  if (groups.empty()) {
+    std::vector<int32_t> ids;
+    for (int32_t s = 0; s < n; ++s) ids.push_back(s);
+    std::vector<std::string> keys = ChooseShardKeys(stream, ids, placement);
+    for (int32_t s = 0; s < n; ++s)
+      g0.shards.push_back({s, std::move(keys[static_cast<size_t>(s)])});
+  } else {
+    RSC_ASSIGN_OR_RETURN(g0.shards, KeysFromGroups(stream, n, groups));
+  }
   l.generations.push_back(std::move(g0));
   RSC_RETURN_IF_ERROR(CheckLayoutInvariants(l));
   return l;
@@ -216,8 +277,7 @@ std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string&
 }
 
 Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
-                             const std::function<std::string(int32_t id)>& key_for,
-                             const std::string& fresh_lineage) {
+                             const SlotPlacement& placement, const std::string& fresh_lineage) {
   if (shard_count < 1 || shard_count > kMaxShards) {
     return MakeError(ErrorCode::kInvalidRequest,
                      fmt::format("shardCount must be between 1 and {}", kMaxShards));
@@ -248,10 +308,10 @@ Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
   Generation g;
   g.generation = last.generation + 1;
   g.state = GenerationState::kPreparing;
-  for (int32_t i = 0; i < shard_count; ++i) {
-    const auto id = static_cast<int32_t>(next_id + i);
-    g.shards.push_back({id, key_for(id)});
-  }
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < shard_count; ++i) ids.push_back(static_cast<int32_t>(next_id + i));
+  std::vector<std::string> keys = ChooseShardKeys(stored.stream, ids, placement);
+  for (size_t i = 0; i < ids.size(); ++i) g.shards.push_back({ids[i], std::move(keys[i])});
   next.generations.push_back(std::move(g));
   RSC_RETURN_IF_ERROR(CheckLayoutInvariants(next));
   return next;

@@ -17,6 +17,7 @@
 
 #include "core/metadata.h"
 #include "core/result.h"
+#include "core/shard_keys.h"
 
 namespace rsc {
 
@@ -84,16 +85,27 @@ struct ExistingGroup {
   int32_t shard_count = 0;
   int64_t metadata_version = 0;
   GroupConfig config;
+  // Its generation-0 shards (ids and keys) and the newest generation it has shards of.
+  std::vector<LayoutShard> generation0;
+  int32_t newest_generation = 0;
 };
+// What a group's aggregate says for deriving its stream's generation 0.
+ExistingGroup DescribeExistingGroup(const GroupMetadata& m);
 
-// Generation 0 of a stream (D2): ids 0..N-1, keys {P:s}. `groups` are the v1 groups found
-// for the stream (empty for a new stream); N is the largest of their shard counts, or
-// `shard_count` for a new stream. The version starts above every group's metadataVersion.
-// Errors: INVALID_REQUEST (a new stream without a shard count, or one out of range).
+// Generation 0 of a stream (D2). `groups` are the groups found for the stream without a
+// layout (v1 groups, or a restored one); N is the largest of their shard counts and the
+// keys are theirs ({P:s} for a v1 group). Without groups (a new stream) N is `shard_count`
+// and the keys are chosen for `placement` (core/shard_keys.h). The version starts above
+// every group's metadataVersion.
+// Errors: INVALID_REQUEST (a new stream without a shard count, or one out of range);
+// METADATA_UNREADABLE (fail closed, RS6) when a group has shards of a later generation —
+// the stream was resharded and its layout is lost: generation 0 rebuilt from the groups
+// could route producers to sealed or retired keys — or when two groups name different keys
+// for one shard.
 Result<Layout> DeriveGeneration0(const std::string& stream, int32_t shard_count,
                                  const GroupConfig& config,
                                  const std::vector<ExistingGroup>& groups,
-                                 const std::string& fresh_lineage);
+                                 const SlotPlacement& placement, const std::string& fresh_lineage);
 
 // D3: registers `group` in the layout (before its metadata key is created). A shard count
 // of 0 adopts the layout's; another one than the ACTIVE generation's is refused with
@@ -108,13 +120,13 @@ std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string&
                                         const std::string& fresh_lineage);
 
 // RS1: a new generation of `shard_count` shards in state PREPARING, with ids above every id
-// the layout holds (ids of generations already dropped were lower still) and keys from
-// `key_for(id)` (ShardStreamKey on one server; the cluster picks tagged keys, D2). Refused:
+// the layout holds (ids of generations already dropped were lower still) and keys chosen for
+// `placement` (D2, core/shard_keys.h: {P:id} on one server, spread over the masters of a
+// cluster). Refused:
 // a count outside 1..kMaxShards (INVALID_REQUEST); a generation still PREPARING or
 // kMaxUnretiredGenerations unretired ones (RESHARD_IN_PROGRESS).
 Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
-                             const std::function<std::string(int32_t id)>& key_for,
-                             const std::string& fresh_lineage);
+                             const SlotPlacement& placement, const std::string& fresh_lineage);
 
 // RS2, once every shard of the ACTIVE generation is sealed: the PREPARING generation becomes
 // ACTIVE and the ACTIVE one SEALED. nullopt when no generation is PREPARING.

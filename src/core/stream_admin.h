@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/result.h"
+#include "core/shard_keys.h"
 
 namespace rsc {
 
@@ -46,6 +47,9 @@ class StreamAdmin {
   // a tombstone now; false: it has an entry after where the seal was (written after a lost
   // seal) — kept, untouched.
   virtual Result<bool> TrimSealed(const std::string& key, int32_t generation) = 0;
+  // D2: the masters of a Redis Cluster and the slots each serves, read afresh (a new
+  // generation's keys are spread over them, core/shard_keys.h); empty on one server.
+  virtual Result<SlotPlacement> Placement() { return SlotPlacement{}; }
 };
 
 }  // namespace rsc

@@ -40,29 +40,6 @@ std::string JoinAddress(const std::string& host, int port) {
 
 }  // namespace
 
-uint16_t Crc16(std::string_view data) {
-  uint16_t crc = 0;
-  for (unsigned char c : data) {
-    crc ^= static_cast<uint16_t>(c) << 8;
-    for (int i = 0; i < 8; ++i) {
-      crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
-                           : static_cast<uint16_t>(crc << 1);
-    }
-  }
-  return crc;
-}
-
-int KeySlot(std::string_view key) {
-  size_t open = key.find('{');
-  if (open != std::string_view::npos) {
-    size_t close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1) {
-      key = key.substr(open + 1, close - open - 1);
-    }
-  }
-  return Crc16(key) % kClusterSlots;
-}
-
 ClusterExecutor::ClusterExecutor(ConnectionOptions seed, size_t pool_size,
                                  std::chrono::milliseconds checkout_wait)
     : seed_(std::move(seed)),
@@ -313,6 +290,19 @@ Result<std::vector<std::string>> ClusterExecutor::Masters() {
   std::set<std::string> seen(slots_.begin(), slots_.end());
   seen.erase("");
   return std::vector<std::string>(seen.begin(), seen.end());
+}
+
+Result<std::vector<std::vector<int>>> ClusterExecutor::SlotsByMaster() {
+  RSC_RETURN_IF_ERROR(RefreshSlots());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::vector<int>> by_master;
+  for (int slot = 0; slot < kClusterSlots; ++slot) {
+    const std::string& node = slots_[static_cast<size_t>(slot)];
+    if (!node.empty()) by_master[node].push_back(slot);
+  }
+  std::vector<std::vector<int>> out;
+  for (auto& [node, slots] : by_master) out.push_back(std::move(slots));
+  return out;
 }
 
 Result<Reply> ClusterExecutor::RunOn(const std::string& node, const Command& cmd,

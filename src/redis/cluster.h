@@ -23,16 +23,15 @@
 #include <string_view>
 #include <vector>
 
+#include "core/key_slot.h"
 #include "redis/executor.h"
 
 namespace rsc::redis {
 
-inline constexpr int kClusterSlots = 16384;
-
-// CRC16-CCITT (XMODEM), the cluster's key hash.
-uint16_t Crc16(std::string_view data);
-// The slot of a key: CRC16 of the first non-empty {...} section if any, else of the key.
-int KeySlot(std::string_view key);
+// Key slots are pure (core/key_slot.h); named here too for the redis layer's users.
+using ::rsc::Crc16;
+using ::rsc::kClusterSlots;
+using ::rsc::KeySlot;
 
 class ClusterExecutor : public Executor {
  public:
@@ -46,6 +45,7 @@ class ClusterExecutor : public Executor {
   std::vector<Result<Reply>> RunBatch(const std::vector<KeyedCommand>& cmds, CommandKind kind,
                                       const BeforeWrite& before_write = {}) override;
   Result<std::vector<std::string>> Masters() override;
+  Result<std::vector<std::vector<int>>> SlotsByMaster() override;
   Result<Reply> RunOn(const std::string& node, const Command& cmd, CommandKind kind) override;
   std::string Describe() const override;
 

@@ -127,8 +127,9 @@ const std::vector<std::string>& RequiredCommands() {
       "SISMEMBER", "SCAN",
       // Clients: producing and consuming shard streams.
       "XADD", "XREADGROUP", "XACK", "XGROUP", "XPENDING", "XCLAIM",
-      // Resharding (SPEC RS3, RS5): completion checks, retired keys' last entry and deletion.
-      "XINFO", "XREVRANGE", "XTRIM"};
+      // Resharding (SPEC RS2, RS3, RS5): a replica's acknowledgement of a seal, completion
+      // checks, retired keys' last entry and deletion.
+      "WAIT", "XINFO", "XREVRANGE", "XTRIM"};
   return kCommands;
 }
 

@@ -51,6 +51,11 @@ class Executor {
 
   // Addresses ("host:port") of every master: one for a single server.
   virtual Result<std::vector<std::string>> Masters() = 0;
+  // The slots each master serves (ascending), masters ordered by address, read afresh on a
+  // cluster (SPEC D2 spreads a new generation's shard keys over them); empty for one server.
+  virtual Result<std::vector<std::vector<int>>> SlotsByMaster() {
+    return std::vector<std::vector<int>>{};
+  }
   // Runs `cmd` on one master named by Masters() (SCAN, INFO, SCRIPT FLUSH...).
   virtual Result<Reply> RunOn(const std::string& node, const Command& cmd, CommandKind kind) = 0;
 

@@ -2,6 +2,8 @@
 // StreamAdmin (core/stream_admin.h) on Redis through the shared Executor, so it follows the
 // slot map on a cluster like the metadata store.
 
+#include <chrono>
+
 #include "core/stream_admin.h"
 #include "redis/executor.h"
 
@@ -9,14 +11,23 @@ namespace rsc::redis {
 
 class RedisStreamAdmin : public StreamAdmin {
  public:
-  explicit RedisStreamAdmin(Executor& executor) : executor_(executor) {}
+  // `seal_wait`: how long a seal waits for a replica's acknowledgement (WAIT, RS2) where the
+  // shard's master has replicas.
+  explicit RedisStreamAdmin(Executor& executor,
+                            std::chrono::milliseconds seal_wait = std::chrono::milliseconds(1000))
+      : executor_(executor), seal_wait_(seal_wait) {}
   Status CreateConsumerGroup(const std::string& key, const std::string& group) override;
   Result<bool> Seal(const std::string& key, int32_t generation) override;
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override;
   Result<bool> TrimSealed(const std::string& key, int32_t generation) override;
+  Result<SlotPlacement> Placement() override { return executor_.SlotsByMaster(); }
 
  private:
+  // The replicas connected to the master of `key` (INFO replication); 0 when INFO is refused.
+  Result<int64_t> ConnectedReplicas(const std::string& key);
+
   Executor& executor_;
+  const std::chrono::milliseconds seal_wait_;
 };
 
 }  // namespace rsc::redis

@@ -15,7 +15,7 @@ GroupService::GroupService(MetadataStore& store, Clock& clock, TokenSource& toke
                            ServiceObserver& observer, GroupServiceOptions options,
                            std::function<Status()> ready_probe)
     : store_(store),
-      layouts_(store, clock, tokens),
+      layouts_(store, clock, tokens, options.streams),
       decide_(options.decider != nullptr ? *options.decider : Decider::Real()),
       clock_(clock),
       tokens_(tokens),
@@ -424,8 +424,8 @@ Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
                        DecideRestore(doc.meta, Env{now, tokens_.NewToken(), tokens_.NewToken()}));
   // D3: a restored group is one of its stream's groups like a created one (registered
   // first, and only with the stream's shard count).
-  RSC_RETURN_IF_ERROR(
-      layouts_.AddGroup(meta.key.stream, meta.key.group, meta.shard_count, meta.config));
+  RSC_RETURN_IF_ERROR(layouts_.AddGroup(meta.key.stream, meta.key.group, meta.shard_count,
+                                        meta.config, nullptr, &meta));
   std::shared_ptr<std::mutex> monitor = MonitorFor(meta.key);
   std::lock_guard<std::mutex> local(*monitor);
   RSC_ASSIGN_OR_RETURN(auto token, store_.Lock(meta.key, options_.lock_ttl, options_.lock_wait));
@@ -502,11 +502,9 @@ Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expe
                                  expected_revision, stored->revision.value()));
   }
   RSC_RETURN_IF_ERROR(CheckClientsSupportLayouts(stored->layout));
-  const std::string& p = stream;
+  RSC_ASSIGN_OR_RETURN(SlotPlacement placement, layouts_.Placement());
   RSC_ASSIGN_OR_RETURN(Layout next,
-                       DecideReshard(
-                           stored->layout, shard_count,
-                           [&p](int32_t id) { return ShardStreamKey(p, id); }, tokens_.NewToken()));
+                       DecideReshard(stored->layout, shard_count, placement, tokens_.NewToken()));
   auto cas = store_.CompareAndSetLayout(stream, stored->revision, next, clock_.NowMs());
   if (!cas.ok()) return cas.error();
   if (!cas->applied) {

@@ -38,8 +38,7 @@ Result<std::vector<ExistingGroup>> LayoutService::FindV1Groups(const std::string
       if (c == ErrorCode::kMetadataMissing || c == ErrorCode::kGroupNotFound) continue;
       return loaded.error();
     }
-    const GroupMetadata& m = *loaded->meta;
-    out.push_back({k.group, m.shard_count, m.version.value(), m.config});
+    out.push_back(DescribeExistingGroup(*loaded->meta));
   }
   return out;
 }
@@ -50,8 +49,8 @@ Result<std::optional<StoredLayout>> LayoutService::Load(const std::string& strea
     if (stored) return stored;
     RSC_ASSIGN_OR_RETURN(std::vector<ExistingGroup> groups, FindV1Groups(stream));
     if (groups.empty()) return std::optional<StoredLayout>{};
-    RSC_ASSIGN_OR_RETURN(Layout derived,
-                         DeriveGeneration0(stream, 0, GroupConfig{}, groups, tokens_.NewToken()));
+    RSC_ASSIGN_OR_RETURN(Layout derived, DeriveGeneration0(stream, 0, GroupConfig{}, groups, {},
+                                                           tokens_.NewToken()));
     auto cas = store_.CompareAndSetLayout(stream, StoreRevision(0), derived, clock_.NowMs());
     if (!cas.ok()) return WriteUnconfirmed(cas.error());
     if (cas->applied) return std::optional<StoredLayout>{StoredLayout{cas->revision, derived}};
@@ -60,9 +59,14 @@ Result<std::optional<StoredLayout>> LayoutService::Load(const std::string& strea
   return Exhausted(stream);
 }
 
+Result<SlotPlacement> LayoutService::Placement() {
+  if (streams_ == nullptr) return SlotPlacement{};
+  return streams_->Placement();
+}
+
 Result<int32_t> LayoutService::AddGroup(const std::string& stream, const std::string& group,
                                         int32_t shard_count, const GroupConfig& config,
-                                        StoredLayout* written) {
+                                        StoredLayout* written, const GroupMetadata* restored) {
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, Load(stream));
     StoreRevision expected(0);
@@ -71,8 +75,16 @@ Result<int32_t> LayoutService::AddGroup(const std::string& stream, const std::st
       expected = stored->revision;
       base = std::move(stored->layout);
     } else {
-      RSC_ASSIGN_OR_RETURN(base,
-                           DeriveGeneration0(stream, shard_count, config, {}, tokens_.NewToken()));
+      if (restored != nullptr) {
+        // The restored group's own keys, not new ones: its shards hold its messages.
+        RSC_ASSIGN_OR_RETURN(
+            base, DeriveGeneration0(stream, 0, config, {DescribeExistingGroup(*restored)}, {},
+                                    tokens_.NewToken()));
+      } else {
+        RSC_ASSIGN_OR_RETURN(SlotPlacement placement, Placement());
+        RSC_ASSIGN_OR_RETURN(base, DeriveGeneration0(stream, shard_count, config, {}, placement,
+                                                     tokens_.NewToken()));
+      }
     }
     int32_t count = 0;
     RSC_ASSIGN_OR_RETURN(std::optional<Layout> next,

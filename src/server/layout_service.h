@@ -18,13 +18,15 @@
 #include "core/clock.h"
 #include "core/layout.h"
 #include "core/store.h"
+#include "core/stream_admin.h"
 
 namespace rsc {
 
 class LayoutService {
  public:
-  LayoutService(MetadataStore& store, Clock& clock, TokenSource& tokens)
-      : store_(store), clock_(clock), tokens_(tokens) {}
+  // `streams` (optional) gives the cluster's slot map for a new stream's keys (D2).
+  LayoutService(MetadataStore& store, Clock& clock, TokenSource& tokens, StreamAdmin* streams)
+      : store_(store), clock_(clock), tokens_(tokens), streams_(streams) {}
 
   // The stream's layout; a v1 stream (groups, no layout) gets generation 0 derived from its
   // groups and written first. nullopt: the stream has neither. Errors: the store's, and
@@ -36,9 +38,15 @@ class LayoutService {
   // the ACTIVE generation's is LAYOUT_MISMATCH. A new stream gets generation 0 of
   // `shard_count` shards with `config`'s routing lease and refresh.
   // `written` (optional) receives the layout as stored after the call, for the group to
-  // adopt at once (a stream resharded before has more than generation 0).
+  // adopt at once (a stream resharded before has more than generation 0). A new stream's
+  // keys are chosen for the cluster's masters (D2), or taken from `restored` (a restore onto
+  // a stream without a layout: its shards hold its messages).
   Result<int32_t> AddGroup(const std::string& stream, const std::string& group, int32_t shard_count,
-                           const GroupConfig& config, StoredLayout* written = nullptr);
+                           const GroupConfig& config, StoredLayout* written = nullptr,
+                           const GroupMetadata* restored = nullptr);
+
+  // The cluster's masters and their slots (D2); empty on one server or without a StreamAdmin.
+  Result<SlotPlacement> Placement();
 
   // After the group's metadata key was deleted. A stream without a layout: nothing to do.
   Status RemoveGroup(const std::string& stream, const std::string& group);
@@ -50,6 +58,7 @@ class LayoutService {
   MetadataStore& store_;
   Clock& clock_;
   TokenSource& tokens_;
+  StreamAdmin* streams_;
 };
 
 }  // namespace rsc

@@ -112,6 +112,8 @@ class ProducerClusterTest : public ClusterFixture {
                                                                           {"shardCount", kShards},
                                                                           {"config", config}}));
     ASSERT_EQ(created.status, 201) << created.Describe();
+    keys_ = rsc::testing::ActiveShardKeys(http, "orders");
+    ASSERT_EQ(keys_.size(), static_cast<size_t>(kShards));
 
     ProducerOptions options;
     options.coordinator_endpoints = {"http://127.0.0.1:" + std::to_string(coordinator_->Port())};
@@ -178,10 +180,33 @@ class ProducerClusterTest : public ClusterFixture {
     EXPECT_EQ(seen, sent_);
   }
 
+  // The shard's key as the coordinator chose it (D2: tagged, spread over the masters).
+  std::string ShardStream(int shard) const { return keys_.at(static_cast<size_t>(shard)); }
+
   std::unique_ptr<CoordinatorProcess> coordinator_;
   std::unique_ptr<Producer> producer_;
+  std::vector<std::string> keys_;
   std::map<std::string, std::vector<int>> sent_;
 };
+
+// CL2 / D2: a new stream's shards spread evenly over the masters (16 on 3: 6/5/5), all of one
+// master's in one slot of it, so a consumer's live reads there combine into one blocking read.
+TEST_F(ProducerClusterTest, ANewStreamsShardsSpreadEvenlyOneSlotPerMaster) {
+  std::map<size_t, int> shards;
+  std::map<size_t, std::set<int>> slots;
+  for (int s = 0; s < kShards; ++s) {
+    const size_t node = Holder(ShardStream(s));
+    ASSERT_LT(node, clis_.size()) << ShardStream(s) << " is on no node";
+    ++shards[node];
+    slots[node].insert(redis::KeySlot(ShardStream(s)));
+    EXPECT_NE(ShardStream(s), "{orders:" + std::to_string(s) + "}") << "not tagged";
+  }
+  ASSERT_EQ(shards.size(), clis_.size()) << "every master has shards";
+  for (const auto& [node, n] : shards) {
+    EXPECT_TRUE(n == kShards / 3 || n == kShards / 3 + 1) << "master " << node << ": " << n;
+    EXPECT_EQ(slots[node].size(), 1u) << "master " << node;
+  }
+}
 
 TEST_F(ProducerClusterTest, WritesEachShardOnItsSlotsMasterAndFollowsAMovedSlot) {
   PublishBatch(0, 400, 64);
@@ -198,7 +223,12 @@ TEST_F(ProducerClusterTest, WritesEachShardOnItsSlotsMasterAndFollowsAMovedSlot)
   const size_t src = Holder(stream);
   ASSERT_LT(src, clis_.size());
   const size_t dst = (src + 1) % clis_.size();
-  ASSERT_TRUE(cluster_.BeginSlotMigration(slot, src, dst, {stream}));
+  // The slot holds every shard of this master (D2): they all move.
+  std::vector<std::string> in_slot;
+  for (int s = 0; s < kShards; ++s) {
+    if (redis::KeySlot(ShardStream(s)) == slot) in_slot.push_back(ShardStream(s));
+  }
+  ASSERT_TRUE(cluster_.BeginSlotMigration(slot, src, dst, in_slot));
   // Mid-migration the source answers ASK for the key it no longer holds: the new entries go
   // to the importing node (seen there with ASKING, as any client must ask it).
   PublishBatch(400, 200, 64);
@@ -674,7 +704,7 @@ const std::vector<std::string> kCoordinatorAcl = {
     "+type", "+get", "+set", "+del", "+zadd", "+zrem", "+zscore", "+zcard", "+zrange",
     "+zrangebyscore",
     "+sadd", "+srem", "+smembers", "+sismember", "+scan",
-    "+xadd", "+xgroup|create", "+xinfo|groups", "+xrevrange", "+xtrim",
+    "+xadd", "+xgroup|create", "+xinfo|groups", "+xrevrange", "+xtrim", "+wait",
     "+info", "+command|info", "+config|get", "+ping", "+select",
     "+cluster|slots", "+cluster|nodes", "+asking"};
 const std::vector<std::string> kClientAcl = {

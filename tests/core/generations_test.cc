@@ -19,16 +19,17 @@ using testing::FakeMember;
 using testing::Ok;
 
 std::string Key(int32_t id) { return ShardStreamKey("orders", id); }
+const SlotPlacement kOneServer{};
 
 Layout Stream(int32_t n) {
-  Layout l = DeriveGeneration0("orders", n, GroupConfig{}, {}, "t0").value();
+  Layout l = DeriveGeneration0("orders", n, GroupConfig{}, {}, {}, "t0").value();
   l.groups = {"billing"};
   return l;
 }
 
 TEST(Reshard, ANewGenerationIsPreparingWithFreshIds) {
   const Layout l = Stream(4);
-  auto grown = DecideReshard(l, 8, Key, "t1");
+  auto grown = DecideReshard(l, 8, kOneServer, "t1");
   ASSERT_TRUE(grown.ok()) << grown.error().message;
   ASSERT_EQ(grown->generations.size(), 2u);
   const Generation& g1 = grown->generations[1];
@@ -52,21 +53,21 @@ TEST(Reshard, ANewGenerationIsPreparingWithFreshIds) {
       {&*grown, 2, ErrorCode::kReshardInProgress},  // generation 1 still PREPARING
   };
   for (const Row& r : rows) {
-    auto d = DecideReshard(*r.layout, r.count, Key, "t");
+    auto d = DecideReshard(*r.layout, r.count, kOneServer, "t");
     ASSERT_FALSE(d.ok()) << r.count;
     EXPECT_EQ(d.error().code, r.code) << d.error().message;
   }
 }
 
 TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
-  Layout l = *DecideReshard(Stream(4), 2, Key, "t1");
+  Layout l = *DecideReshard(Stream(4), 2, kOneServer, "t1");
   EXPECT_FALSE(DecideRetire(l, 0, 1000, "t").has_value()) << "an ACTIVE generation never retires";
   l = *DecideActivate(l, "t2");
   EXPECT_EQ(l.generations[0].state, GenerationState::kSealed);
   EXPECT_EQ(l.generations[1].state, GenerationState::kActive);
   EXPECT_FALSE(DecideActivate(l, "t3").has_value()) << "nothing PREPARING";
   // Shrink below the previous count: ids continue above every id used (4, 5 → 6..8).
-  l = *DecideReshard(l, 3, Key, "t4");
+  l = *DecideReshard(l, 3, kOneServer, "t4");
   EXPECT_EQ(l.generations[2].shards.front().id, 6);
   l = *DecideActivate(l, "t5");
   EXPECT_EQ(l.generations[1].state, GenerationState::kSealed);
@@ -81,7 +82,7 @@ TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
   bad.generations[1].state = GenerationState::kRetired;
   EXPECT_FALSE(CheckLayoutInvariants(bad).ok());
   // A layout round-trips with every state.
-  Layout four = *DecideReshard(*retired, 5, Key, "t8");
+  Layout four = *DecideReshard(*retired, 5, kOneServer, "t8");
   auto back = DecodeLayout(EncodeLayout(four));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(*back, four);
@@ -91,8 +92,8 @@ TEST(Reshard, ActivateSealsTheOldAndRetireNeedsASealedGeneration) {
 // retirement without a recorded time (an older coordinator's) is stamped first, so the
 // retention is never cut short.
 TEST(Reshard, RetiredGenerationsAreDroppedAfterTheRetention) {
-  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
-  l = *DecideActivate(*DecideReshard(l, 3, Key, "t3"), "t4");
+  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, kOneServer, "t1"), "t2");
+  l = *DecideActivate(*DecideReshard(l, 3, kOneServer, "t3"), "t4");
   EXPECT_FALSE(DecideRetiredWork(l, 5000, 100, "t").drop.has_value()) << "nothing retired";
   l = *DecideRetire(l, 0, 1000, "t5");
   EXPECT_EQ(l.generations[0].retired_ms, 1000);
@@ -110,7 +111,7 @@ TEST(Reshard, RetiredGenerationsAreDroppedAfterTheRetention) {
   EXPECT_GT(dropped->version, l.version);
   EXPECT_TRUE(CheckLayoutInvariants(*dropped).ok());
   // D2 without it: the next generation's ids are still above every id used.
-  Layout grown = *DecideReshard(*dropped, 2, Key, "t8");
+  Layout grown = *DecideReshard(*dropped, 2, kOneServer, "t8");
   EXPECT_EQ(grown.generations.back().shards.front().id, 9);  // 0-3, 4-5, 6-8 were used
   // The ACTIVE generation is never dropped.
   Layout one = Stream(2);
@@ -138,14 +139,14 @@ TEST(Reshard, RetiredGenerationsAreDroppedAfterTheRetention) {
 TEST(Reshard, UnretiredGenerationsAreCapped) {
   Layout l = Stream(1);
   for (size_t i = 1; i < kMaxUnretiredGenerations; ++i) {
-    l = *DecideActivate(*DecideReshard(l, 1, Key, "t"), "t");
+    l = *DecideActivate(*DecideReshard(l, 1, kOneServer, "t"), "t");
   }
-  auto refused = DecideReshard(l, 1, Key, "t");
+  auto refused = DecideReshard(l, 1, kOneServer, "t");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kReshardInProgress);
   EXPECT_NE(refused.error().message.find("not yet retired"), std::string::npos);
   l = *DecideRetire(l, 0, 1000, "t");
-  EXPECT_TRUE(DecideReshard(l, 1, Key, "t").ok());
+  EXPECT_TRUE(DecideReshard(l, 1, kOneServer, "t").ok());
 }
 
 // A group driven through a shrink 4 → 2 with two members.
@@ -181,7 +182,7 @@ class GroupReshard : public ::testing::Test {
 TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
   Settle();
   ASSERT_EQ(Owned("a").size() + Owned("b").size(), 4u);
-  Layout l = *DecideReshard(Stream(4), 2, Key, "t1");
+  Layout l = *DecideReshard(Stream(4), 2, kOneServer, "t1");
   LayoutTick(l, 2);  // PREPARING adopted: children exist, waiting
   EXPECT_EQ(h_.meta().shards.size(), 6u);
   EXPECT_EQ(h_.meta().active_generation, 0);
@@ -259,7 +260,7 @@ TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
 // member: S1).
 TEST_F(GroupReshard, ACompletedParentIsDrainedNotDroppedSoAReopenWaitsForItsReader) {
   Settle();
-  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
+  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, kOneServer, "t1"), "t2");
   LayoutTick(l, 3);
   Settle();
   const std::string reader = h_.meta().FindShard(0)->owner;
@@ -290,7 +291,7 @@ TEST_F(GroupReshard, ACompletedParentIsDrainedNotDroppedSoAReopenWaitsForItsRead
 // and the member went on holding it.
 TEST_F(GroupReshard, K4_ClaimOfAShardTheGroupDoesNotHaveIsRevoked) {
   Settle();
-  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
+  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, kOneServer, "t1"), "t2");
   LayoutTick(l, 3, {{0, true}, {1, true}, {2, true}, {3, true}});
   l = *DecideRetire(l, 0, 1000, "t3");
   LayoutTick(l, 4);
@@ -312,7 +313,7 @@ TEST_F(GroupReshard, K4_ClaimOfAShardTheGroupDoesNotHaveIsRevoked) {
 
 TEST_F(GroupReshard, ALayoutBehindTheGroupIsNotAdopted) {
   Settle();
-  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, Key, "t1"), "t2");
+  Layout l = *DecideActivate(*DecideReshard(Stream(4), 2, kOneServer, "t1"), "t2");
   LayoutTick(l, 3);
   ASSERT_EQ(h_.meta().active_generation, 1);
   auto d = DecideLayoutTick(h_.meta(), h_.Live(), Stream(4), 1, {}, h_.NextEnv());
@@ -328,7 +329,8 @@ TEST_F(GroupReshard, ALayoutBehindTheGroupIsNotAdopted) {
 // is owned by no one.
 RC_GTEST_PROP(ReshardProps, ChildrenNeverBeforeParents, ()) {
   CoreHarness h(*rc::gen::inRange(1, 6));
-  Layout layout = DeriveGeneration0("orders", h.meta().shard_count, GroupConfig{}, {}, "t").value();
+  Layout layout =
+      DeriveGeneration0("orders", h.meta().shard_count, GroupConfig{}, {}, {}, "t").value();
   layout.groups = {"billing"};
   int64_t revision = 1;
   std::vector<FakeMember> members;
@@ -346,7 +348,7 @@ RC_GTEST_PROP(ReshardProps, ChildrenNeverBeforeParents, ()) {
     const int op = *rc::gen::inRange(0, 10);
     std::vector<ShardCompletion> done;
     if (op == 0) {
-      auto next = DecideReshard(layout, *rc::gen::inRange(1, 7), Key, "t");
+      auto next = DecideReshard(layout, *rc::gen::inRange(1, 7), kOneServer, "t");
       if (next.ok()) layout = *next, ++revision;
     } else if (op == 1) {
       if (auto next = DecideActivate(layout, "t")) layout = *next, ++revision;

@@ -10,7 +10,7 @@ namespace rsc {
 namespace {
 
 Layout NewStream(int32_t n, const std::string& group = "g") {
-  auto l = DeriveGeneration0("orders", n, GroupConfig{}, {}, "tok0");
+  auto l = DeriveGeneration0("orders", n, GroupConfig{}, {}, {}, "tok0");
   EXPECT_TRUE(l.ok()) << l.error().message;
   int32_t count = 0;
   auto added = DecideAddGroup(*l, group, n, &count, "tok1");
@@ -19,7 +19,7 @@ Layout NewStream(int32_t n, const std::string& group = "g") {
 }
 
 TEST(Layout, Generation0OfANewStreamUsesTheV1Keys) {
-  auto l = DeriveGeneration0("orders", 3, GroupConfig{}, {}, "tok");
+  auto l = DeriveGeneration0("orders", 3, GroupConfig{}, {}, {}, "tok");
   ASSERT_TRUE(l.ok()) << l.error().message;
   ASSERT_EQ(l->generations.size(), 1u);
   const Generation& g = l->generations[0];
@@ -36,11 +36,11 @@ TEST(Layout, Generation0OfANewStreamUsesTheV1Keys) {
 }
 
 TEST(Layout, ANewStreamNeedsAShardCount) {
-  auto l = DeriveGeneration0("orders", 0, GroupConfig{}, {}, "tok");
+  auto l = DeriveGeneration0("orders", 0, GroupConfig{}, {}, {}, "tok");
   ASSERT_FALSE(l.ok());
   EXPECT_EQ(l.error().code, ErrorCode::kInvalidRequest);
   EXPECT_NE(l.error().message.find("shardCount is required"), std::string::npos);
-  auto big = DeriveGeneration0("orders", kMaxShards + 1, GroupConfig{}, {}, "tok");
+  auto big = DeriveGeneration0("orders", kMaxShards + 1, GroupConfig{}, {}, {}, "tok");
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.error().code, ErrorCode::kInvalidRequest);
 }
@@ -52,7 +52,7 @@ TEST(Layout, AV1StreamIsDerivedFromItsGroups) {
   c.routing_lease_ms = 20000;
   c.routing_refresh_ms = 2000;
   std::vector<ExistingGroup> groups = {{"b", 8, 40, c}, {"a", 16, 7, GroupConfig{}}};
-  auto l = DeriveGeneration0("orders", 0, GroupConfig{}, groups, "tok");
+  auto l = DeriveGeneration0("orders", 0, GroupConfig{}, groups, {}, "tok");
   ASSERT_TRUE(l.ok()) << l.error().message;
   EXPECT_EQ(l->generations[0].shards.size(), 16u);
   EXPECT_EQ(l->groups, (std::vector<std::string>{"a", "b"}));
@@ -128,7 +128,8 @@ TEST(LayoutCodec, RoundTripsAndIsStrict) {
       {"\"state\":\"ACTIVE\"", "\"state\":\"LIVE\"", "unknown state 'LIVE'"},
       {"\"state\":\"ACTIVE\"", "\"state\":\"SEALED\"", "0 ACTIVE generations"},
       {"\"id\":9", "\"id\":2", "is not above"},
-      {"{orders:9.x}", "{orders:7}", "used twice"},
+      {"{orders:9.x}", "{orders:7}", "is not a key of shard 9"},  // D2
+      {"{orders:9.x}", "{billing:9}", "is not a key of shard 9"},
       {"\"shardCount\":2", "\"shardCount\":3", "shards lists 2"},
       {"\"version\":2", "\"version\":\"2\"", "must be an integer"},
       {"\"groups\":[\"g\"]", "\"groups\":[\"g\",\"g\"]", "not sorted and unique"},

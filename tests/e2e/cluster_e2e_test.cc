@@ -74,10 +74,6 @@ constexpr int64_t kConvergenceBoundUs = 10'000'000;
 
 int64_t NowUs() { return rsc::testing::SteadyUs(); }
 
-std::string ShardStream(int shard) {
-  return "{" + std::string(kStream) + ":" + std::to_string(shard) + "}";
-}
-
 class ClusterEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,6 +90,8 @@ class ClusterEndToEnd : public ::testing::Test {
                                                          {"shardCount", kShards},
                                                          {"config", rsc::testing::FastLeases()}}));
     ASSERT_EQ(created.status, 201) << created.Describe();
+    keys_ = rsc::testing::ActiveShardKeys(http, kStream);
+    ASSERT_EQ(keys_.size(), static_cast<size_t>(kShards));
     fleet_.SetCommonArgs({"--coordinator", "127.0.0.1:" + std::to_string(coordinator_->Port()),
                           "--redis", cluster_.Url(), "--stream", kStream, "--group", kGroup});
     fleet_.Record(HistKind::kStart, "coordinator#1");
@@ -327,8 +325,12 @@ class ClusterEndToEnd : public ::testing::Test {
     return first;
   }
 
+  // The shard's key as the coordinator chose it (D2: tagged, spread over the masters).
+  std::string ShardStream(int shard) const { return keys_.at(static_cast<size_t>(shard)); }
+
   Cluster3 cluster_{{}, /*replicas_per_master=*/1};
   std::unique_ptr<CoordinatorProcess> coordinator_;
+  std::vector<std::string> keys_;
   std::vector<Worker*> consumers_;
   Worker* producer_ = nullptr;
   std::vector<Kill> kills_;

@@ -47,8 +47,9 @@ TEST(KeysTest, MetadataKeyParsesBack) {
 }
 
 TEST(ClusterSlotTest, MatchesTheClusterSpecVectors) {
-  EXPECT_EQ(Crc16("123456789"), 0x31C3);  // the spec's check value
-  EXPECT_EQ(KeySlot("foo"), 12182);       // CLUSTER KEYSLOT foo
+  EXPECT_EQ(Crc16("123456789"), 0x31C3);             // the spec's check value
+  EXPECT_EQ(Crc16("6789", Crc16("12345")), 0x31C3);  // continued from a prefix (D2 tag search)
+  EXPECT_EQ(KeySlot("foo"), 12182);                  // CLUSTER KEYSLOT foo
   EXPECT_EQ(KeySlot("{user1000}.following"), KeySlot("{user1000}.followers"));
   EXPECT_EQ(KeySlot("foo{}{bar}"), KeySlot("foo{}{bar}"));
   EXPECT_NE(KeySlot("foo{}{bar}"), KeySlot("bar"));  // empty first tag: whole key hashed

@@ -132,7 +132,7 @@ std::string Trace(const Result<std::optional<StoredLayout>>& r) {
                      (*r)->layout.groups.size());
 }
 Layout StreamLayout(int64_t version) {
-  Layout l = DeriveGeneration0("orders", 4, GroupConfig{}, {}, "l").value();
+  Layout l = DeriveGeneration0("orders", 4, GroupConfig{}, {}, {}, "l").value();
   l.version = version;
   l.groups = {"billing"};
   return l;

@@ -400,4 +400,22 @@ std::string UrlEncode(std::string_view s) {
   return out;
 }
 
+std::vector<std::string> ActiveShardKeys(HttpClient& http, const std::string& stream) {
+  const HttpResult r = http.Get("/v1/streams/" + stream);
+  std::vector<std::string> keys;
+  if (r.status != 200 || !r.json.is_object()) return keys;
+  const json::value* gens = r.json.as_object().if_contains("generations");
+  if (gens == nullptr || !gens->is_array()) return keys;
+  for (const json::value& g : gens->as_array()) {
+    if (!g.is_object() || g.as_object().if_contains("state") == nullptr ||
+        g.at("state") != "ACTIVE") {
+      continue;
+    }
+    for (const json::value& sh : g.at("shards").as_array()) {
+      keys.emplace_back(sh.at("stream").as_string());
+    }
+  }
+  return keys;
+}
+
 }  // namespace rsc::testing

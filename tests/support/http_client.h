@@ -110,4 +110,9 @@ std::vector<int> JsonInts(const boost::json::value& v, std::string_view key);
 // Percent-encodes a path segment or query value (unreserved characters kept).
 std::string UrlEncode(std::string_view s);
 
+// The stream keys of the ACTIVE generation of `stream`, by position (GET /v1/streams/{P}):
+// on a cluster the coordinator chooses them (SPEC D2), so tests never compute them. Empty
+// when the view cannot be read.
+std::vector<std::string> ActiveShardKeys(HttpClient& http, const std::string& stream);
+
 }  // namespace rsc::testing

@@ -1,0 +1,109 @@
+// RedisStreamAdmin's seal against real Redis (SPEC RS2): where the shard's master has a
+// replica, a seal counts only once a replica acknowledged it (WAIT); without replicas it
+// does not wait.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "redis/redis_stream_admin.h"
+#include "support/redis_process.h"
+#include "support/wait.h"
+
+namespace rsc::redis::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using rsc::testing::RedisProcess;
+using rsc::testing::RedisProcessOptions;
+using rsc::testing::WaitFor;
+
+std::unique_ptr<SingleNodeExecutor> ExecutorFor(const RedisProcess& p) {
+  ConnectionOptions o;
+  o.port = p.Port();
+  return std::make_unique<SingleNodeExecutor>(o, 2, 2000ms);
+}
+
+bool EndsWithSeal(rsc::testing::RedisCli& cli, const std::string& key) {
+  const auto r = cli.Run({"XREVRANGE", key, "+", "-", "COUNT", "1"});
+  return r.ok() && r.elements.size() == 1 && !r.elements[0].elements.empty() &&
+         r.elements[0].elements[0].str == kSealId;
+}
+
+// The offset the master's first replica last acknowledged (INFO replication "slave0:…,
+// offset=N,…"); -1 when there is none.
+int64_t ReplicaAckedOffset(rsc::testing::RedisCli& master) {
+  const std::string info = master.Run({"INFO", "replication"}).str;
+  const size_t slave = info.find("slave0:");
+  if (slave == std::string::npos) return -1;
+  const size_t at = info.find("offset=", slave);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(info.c_str() + at + 7, nullptr, 10);
+}
+
+TEST(RedisStreamAdminSeal, WithoutReplicasItDoesNotWait) {
+  RedisProcess p;
+  ASSERT_TRUE(p.Start());
+  auto ex = ExecutorFor(p);
+  RedisStreamAdmin admin(*ex, 20s);
+  const auto start = std::chrono::steady_clock::now();
+  auto wrote = admin.Seal("{orders:0}", 0);
+  ASSERT_TRUE(wrote.ok()) << wrote.error().message;
+  EXPECT_TRUE(*wrote);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s)
+      << "a seal on a server without replicas waited for WAIT's timeout";
+  auto again = admin.Seal("{orders:0}", 0);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_FALSE(*again) << "already sealed";
+}
+
+// A replica that does not acknowledge (stopped) keeps the seal from counting: the tick then
+// activates nothing. Once the replica is back, the seal is found written.
+TEST(RedisStreamAdminSeal, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
+  RedisProcess master;
+  ASSERT_TRUE(master.Start());
+  RedisProcessOptions ro;
+  ro.replicaof_port = master.Port();
+  RedisProcess replica(ro);
+  ASSERT_TRUE(replica.Start());
+  auto mcli = master.Cli();
+  auto rcli = replica.Cli();
+  ASSERT_NE(mcli, nullptr);
+  ASSERT_NE(rcli, nullptr);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        // Streaming and acknowledging: after a diskless full sync the master holds the
+        // stream back until the replica's first ACK (up to a second), and a write made
+        // before the replica attached moves no offset. WAIT covers its connection's writes.
+        // So: the replica acknowledged a non-zero offset, then a fresh write.
+        return ReplicaAckedOffset(*mcli) > 0 && mcli->Run({"SET", "sync-probe", "1"}).ok() &&
+               mcli->Run({"WAIT", "1", "100"}).integer == 1;
+      },
+      20s, "the replica to acknowledge the master's writes"));
+  auto ex = ExecutorFor(master);
+  RedisStreamAdmin admin(*ex, 300ms);
+
+  auto sealed = admin.Seal("{orders:0}", 0);  // acknowledged
+  ASSERT_TRUE(sealed.ok()) << sealed.error().message
+                           << "\nmaster: " << mcli->Run({"INFO", "replication"}).str
+                           << "\nreplica: " << rcli->Run({"INFO", "replication"}).str << "\n"
+                           << master.LogTail(8);
+  EXPECT_TRUE(*sealed);
+  EXPECT_TRUE(EndsWithSeal(*rcli, "{orders:0}")) << "WAIT returned before the replica had it";
+
+  replica.Pause();
+  auto unacked = admin.Seal("{orders:1}", 0);
+  replica.Resume();
+  ASSERT_FALSE(unacked.ok()) << "a seal no replica acknowledged was reported done";
+  EXPECT_EQ(unacked.error().code, ErrorCode::kRedisUnavailable);
+  EXPECT_NE(unacked.error().message.find("acknowledged"), std::string::npos)
+      << unacked.error().message;
+  ASSERT_TRUE(WaitFor([&] { return EndsWithSeal(*rcli, "{orders:1}"); }, 10s,
+                      "the resumed replica to receive the seal"));
+  auto found = admin.Seal("{orders:1}", 0);
+  ASSERT_TRUE(found.ok()) << found.error().message;
+  EXPECT_FALSE(*found) << "the seal was written by the first call";
+}
+
+}  // namespace
+}  // namespace rsc::redis::testing
