@@ -1017,6 +1017,21 @@ std::vector<int32_t> ShardIdsOf(const std::string& view, int generation) {
   return ids;
 }
 
+// The stream keys of `generation` in a stream view (the coordinator chooses them, D2).
+std::vector<std::string> ShardKeysOf(const std::string& view, int generation) {
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(view, ec);
+  std::vector<std::string> keys;
+  if (ec || !v.is_object() || !v.as_object().contains("generations")) return keys;
+  for (const auto& g : v.at("generations").as_array()) {
+    if (g.at("generation").to_number<int64_t>() != generation) continue;
+    for (const auto& s : g.at("shards").as_array()) {
+      keys.emplace_back(s.at("stream").as_string());
+    }
+  }
+  return keys;
+}
+
 ReshardFigures ReshardRun(int coordinator_port, const std::string& redis_url, int64_t backlog,
                           const Config& cfg) {
   constexpr int kConsumers = 2, kFrom = 8, kTo = 16;
@@ -1287,8 +1302,14 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < ports.size(); ++i) {
           commands.push_back(CommandsProcessed(ports[i]) - before[i]);
         }
-        for (int sh = 0; sh < m; ++sh) {
-          const size_t at = MasterOf(ports, fmt::format("{{{}:{}}}", stream, sh));
+        std::string view;
+        if (HttpCall(cluster_coordinator_port, "GET", "/v1/streams/" + stream, "", &view) != 200) {
+          Die("stream view: " + view);
+        }
+        const std::vector<std::string> keys = ShardKeysOf(view, 0);
+        if (keys.size() != static_cast<size_t>(m)) Die("stream view without its shards: " + view);
+        for (const std::string& key : keys) {
+          const size_t at = MasterOf(ports, key);
           if (at < shards.size()) ++shards[at];
         }
         auto spread = [](const std::vector<int64_t>& v) {
