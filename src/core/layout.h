@@ -4,9 +4,9 @@
 // generations of shards the stream has, which one producers write (ACTIVE), and which groups
 // read it. Pure data and pure decisions; the JSON form is in layout_codec.h.
 //
-// This increment records generation 0 and the groups of a stream: a group created on a
-// stream adopts its layout (same shard count, or 409 LAYOUT_MISMATCH), a v1 stream gets
-// its generation 0 derived from its groups. Resharding (generation 1 and later) builds on it.
+// A group created on a stream adopts its layout (same shard count, or 409 LAYOUT_MISMATCH);
+// a v1 stream gets its generation 0 derived from its groups; resharding adds generations
+// (RS1–RS5). Shard keys are chosen by core/shard_keys.h (D2).
 
 #include <cstdint>
 #include <functional>

@@ -2,8 +2,9 @@
 // StreamAdmin port: the few shard-stream operations the coordinator itself runs for
 // resharding (SPEC §13.2, docs/design/resharding.md). Everything else on shard streams is
 // the clients' (D3: besides these the coordinator writes no stream keys).
-// Production: redis/redis_stream_admin.h. The simulator does not reshard yet and passes
-// none (GroupService then refuses a reshard).
+// Production: redis/redis_stream_admin.h; the simulator's is its simulated Redis
+// (sim/sim_coordinator.cc, one server: no Placement). Without one GroupService refuses a
+// reshard.
 //
 // Thread safety: implementations are safe for concurrent use.
 
