@@ -398,6 +398,56 @@ std::vector<size_t> Cluster3::Masters() {
   return ::testing::AssertionSuccess();
 }
 
+std::string Cluster3::NodesReport() {
+  std::string out;
+  for (auto& n : nodes_) {
+    out += "\n--- CLUSTER NODES of " + n->Address() + ":";
+    if (!n->running()) {
+      out += " (not running)";
+      continue;
+    }
+    auto cli = n->Cli();
+    CliReply r = cli ? cli->Run({"CLUSTER", "NODES"}) : CliReply{};
+    out += "\n" + (r.str.empty() ? r.ToString() : r.str);
+  }
+  return out;
+}
+
+::testing::AssertionResult Cluster3::WaitSettled(milliseconds wait) {
+  // Every live node at the same cluster_current_epoch and serving the same slot map. A
+  // SETSLOT NODE bumps the importing master's config epoch without an election; until the
+  // others have heard of it, a failover may be elected at an epoch that collides with it and
+  // Redis reverts the failover (seen with cluster chaos seed 21).
+  auto view = [&](RedisProcess& n) {
+    auto cli = n.Cli();
+    if (!cli) return std::string("unreachable");
+    const CliReply info = cli->Run({"CLUSTER", "INFO"});
+    const size_t at = info.str.find("cluster_current_epoch:");
+    std::string epoch =
+        at == std::string::npos ? "?" : info.str.substr(at, info.str.find('\r', at) - at);
+    return epoch + " " + cli->Run({"CLUSTER", "SLOTS"}).ToString();
+  };
+  std::string last;
+  auto settled = WaitFor(
+      [&] {
+        std::string first;
+        for (auto& n : nodes_) {
+          if (!n->running()) continue;
+          const std::string v = view(*n);
+          if (first.empty()) {
+            first = v;
+          } else if (v != first) {
+            last = n->Address() + " differs";
+            return false;
+          }
+        }
+        return true;
+      },
+      wait, "every node at one epoch and slot map");
+  if (!settled) return settled << " (" << last << ")" << NodesReport();
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult Cluster3::WaitPromoted(size_t node, milliseconds wait) {
   auto cli = nodes_[node]->Cli();
   if (!cli) return ::testing::AssertionFailure() << "cannot reach " << nodes_[node]->Address();
@@ -425,7 +475,7 @@ std::vector<size_t> Cluster3::Masters() {
           return false;
         },
         wait, n->Address() + " names " + nodes_[node]->Address() + " a master");
-    if (!knows) return knows;
+    if (!knows) return knows << NodesReport();
   }
   return WaitClusterOk(nodes_, wait);
 }
@@ -433,22 +483,33 @@ std::vector<size_t> Cluster3::Masters() {
 ::testing::AssertionResult Cluster3::ManualFailover(size_t node, milliseconds wait) {
   auto cli = nodes_[node]->Cli();
   if (!cli) return ::testing::AssertionFailure() << "cannot reach " << nodes_[node]->Address();
+  if (auto settled = WaitSettled(wait); !settled) return settled;
+  auto is_master = [&] {
+    CliReply role = cli->Run({"ROLE"});
+    return !role.elements.empty() && role.elements[0].str == "master";
+  };
   // A manual failover that does not complete (its master did not answer in time, the replica
-  // was not known to it yet) is not retried by Redis: ask again every few seconds.
+  // was not known to it yet) is not retried by Redis, and one that completes can still be
+  // reverted when another node claims the slots at a higher config epoch: ask again until
+  // every node names the replica a master.
   const auto deadline = std::chrono::steady_clock::now() + wait;
-  for (;;) {
+  for (int attempt = 1;; ++attempt) {
     CliReply r = cli->Run({"CLUSTER", "FAILOVER"});
     if (!r.ok()) return ::testing::AssertionFailure() << "CLUSTER FAILOVER: " << r.ToString();
-    auto promoted = WaitFor(
-        [&] {
-          CliReply role = cli->Run({"ROLE"});
-          return !role.elements.empty() && role.elements[0].str == "master";
-        },
-        milliseconds(5000), nodes_[node]->Address() + " promoted by CLUSTER FAILOVER");
-    if (promoted) break;
-    if (std::chrono::steady_clock::now() >= deadline) return promoted;
+    auto promoted = WaitFor(is_master, milliseconds(5000),
+                            nodes_[node]->Address() + " promoted by CLUSTER FAILOVER");
+    if (promoted) {
+      auto known = WaitPromoted(node, milliseconds(10000));
+      if (known) return known;
+      if (is_master() || std::chrono::steady_clock::now() >= deadline) {
+        return known << " (attempt " << attempt << ")" << NodesReport();
+      }
+      // Reverted: the node is a replica again. Let the cluster settle, then ask again.
+      if (auto settled = WaitSettled(wait); !settled) return settled;
+      continue;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return promoted << NodesReport();
   }
-  return WaitPromoted(node, wait);
 }
 
 ::testing::AssertionResult Cluster3::Start() {
@@ -530,7 +591,7 @@ std::vector<size_t> Cluster3::Masters() {
         cli ? cli->Run({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", dst_id}) : CliReply{};
     if (!r.ok()) return ::testing::AssertionFailure() << "SETSLOT NODE: " << r.ToString();
   }
-  return ::testing::AssertionSuccess();
+  return WaitSettled(milliseconds(20000));
 }
 
 }  // namespace rsc::testing

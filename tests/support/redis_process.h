@@ -107,8 +107,8 @@ class Cluster3 {
   // Waits until `node` is a master and every live node reports cluster_state:ok with all
   // 16384 slots (after a kill: the failure detected and the replica elected).
   ::testing::AssertionResult WaitPromoted(size_t node, std::chrono::milliseconds wait);
-  // CLUSTER FAILOVER on replica `node` (a manual failover: no writes lost), then
-  // WaitPromoted.
+  // CLUSTER FAILOVER on replica `node` (a manual failover: no writes lost) once the cluster
+  // is settled, then WaitPromoted; asked again when Redis reverts it.
   ::testing::AssertionResult ManualFailover(size_t node, std::chrono::milliseconds wait);
 
   // Moves `slot` from node `src` to node `dst` the way `redis-cli --cluster reshard` does,
@@ -117,7 +117,13 @@ class Cluster3 {
   // assigns the slot to dst on every node (the others answer MOVED from then on).
   ::testing::AssertionResult BeginSlotMigration(int slot, size_t src, size_t dst,
                                                 const std::vector<std::string>& keys);
+  // Finish then waits until the cluster is settled (WaitSettled).
   ::testing::AssertionResult FinishSlotMigration(int slot, size_t dst);
+
+  // Waits until every live node reports the same cluster_current_epoch and slot map.
+  ::testing::AssertionResult WaitSettled(std::chrono::milliseconds wait);
+  // CLUSTER NODES of every node, for failure messages.
+  std::string NodesReport();
 
  private:
   RedisProcessOptions options_;
