@@ -123,6 +123,7 @@ CallOutcome AdminClient::Call(std::string_view method, std::string_view path, st
         CallOutcome out;
         out.exit_code = kExitUnreachable;
         out.endpoint = endpoint;
+        out.code = "UNKNOWN_RESULT";
         out.message = "UNKNOWN_RESULT: " + std::string(method) + " " + std::string(path) +
                       " was sent to " + endpoint + " but no reply came (" + reply.error +
                       "); the change may or may not have been applied: run `rsc describe` "

@@ -25,10 +25,12 @@
 namespace rsc::cli {
 
 struct CallOutcome {
-  int exit_code = 0;     // kExitOk on a 2xx answer
-  int status = 0;        // HTTP status of the answer used (0: none)
-  std::string body;      // the answer's body (success) or the error body as sent
-  std::string code;      // the server's error code, "" on success or transport failure
+  int exit_code = 0;  // kExitOk on a 2xx answer
+  int status = 0;     // HTTP status of the answer used (0: none)
+  std::string body;   // the answer's body (success) or the error body as sent
+  // The server's error code; "UNKNOWN_RESULT" also for a change sent whose reply was lost;
+  // "" on success or another transport failure.
+  std::string code;
   std::string message;   // for failures: the line to print on stderr
   std::string endpoint;  // the endpoint that answered
   bool ok() const { return exit_code == 0; }

@@ -36,10 +36,36 @@ CallOutcome ReadStream(Context& ctx, const std::string& stream, StreamView* view
   return call;
 }
 
+// The newest generation's shard count, if it is not RETIRED.
+std::optional<size_t> NewestShardCount(const StreamView& view) {
+  if (view.layout.generations.empty()) return std::nullopt;
+  const Generation& g = view.layout.generations.back();
+  if (g.state == GenerationState::kRetired) return std::nullopt;
+  return g.shards.size();
+}
+
+// A reshard whose reply was lost (UNKNOWN_RESULT, from the transport or the coordinator)
+// judged from the stream read afterwards: still at the revision it named → not applied (the
+// revision check makes sending it again safe); moved on and the newest generation has the
+// requested count → applied (by this request or an identical one: either way it is done);
+// otherwise unknown.
+enum class Judged { kApplied, kNotApplied, kUnknown };
+Judged JudgeLostReshard(int64_t expected, int32_t shards, const StreamView& after) {
+  if (after.revision == expected) return Judged::kNotApplied;
+  if (after.revision > expected && NewestShardCount(after) == static_cast<size_t>(shards)) {
+    return Judged::kApplied;
+  }
+  return Judged::kUnknown;
+}
+
 // POST …/reshard with the given layout revision, or (none given) with the current one,
-// read again and retried once on REVISION_CONFLICT as WithRevision does for groups.
+// read again and retried once on REVISION_CONFLICT as WithRevision does for groups. Without
+// a given revision, a stream whose newest generation already has `shards` shards is left
+// alone (*already set): re-running a reshard whose reply was lost must not start another
+// one. A lost reply is judged from a fresh read of the stream (JudgeLostReshard).
 CallOutcome SendReshard(Context& ctx, const std::string& stream, int32_t shards,
-                        std::optional<int64_t> expected) {
+                        std::optional<int64_t> expected, bool* already) {
+  *already = false;
   for (int attempt = 0;; ++attempt) {
     ReshardRequest req;
     req.shard_count = shards;
@@ -48,12 +74,33 @@ CallOutcome SendReshard(Context& ctx, const std::string& stream, int32_t shards,
     } else {
       StreamView view;
       if (CallOutcome read = ReadStream(ctx, stream, &view); !read.ok()) return read;
+      if (NewestShardCount(view) == static_cast<size_t>(shards)) {
+        *already = true;
+        return ReadStream(ctx, stream, &view);  // the view the POST would have answered
+      }
       req.expected_layout_revision = view.revision;
     }
-    // Revision-checked: a replay after a lost reply is refused, not applied twice; the
-    // user still learns that the result is unknown (exit 3).
+    // Revision-checked: a replay after a lost reply is refused, not applied twice.
     CallOutcome call = ctx.admin->Call("POST", StreamPath(stream) + "/reshard",
                                        SerializeReshardRequest(req), Replay::kUnsafe);
+    if (call.code == "UNKNOWN_RESULT" && attempt == 0) {
+      StreamView after;
+      CallOutcome read = ReadStream(ctx, stream, &after);
+      if (!read.ok()) return call;
+      switch (JudgeLostReshard(req.expected_layout_revision, shards, after)) {
+        case Judged::kApplied:
+          *ctx.err << "rsc: the reshard's reply was lost; the stream shows it applied "
+                      "(layout revision "
+                   << after.revision << ")\n";
+          return read;
+        case Judged::kNotApplied:
+          *ctx.err << "rsc: the reshard's reply was lost and it was not applied; sending it "
+                      "again\n";
+          continue;
+        case Judged::kUnknown:
+          return call;
+      }
+    }
     if (expected || call.code != "REVISION_CONFLICT" || attempt == 1) return call;
     *ctx.err << "rsc: layout revision " << req.expected_layout_revision
              << " was overtaken (REVISION_CONFLICT); re-reading the stream and retrying once\n";
@@ -94,7 +141,8 @@ struct Opts {
 int Run(Context& ctx, const Opts& o) {
   std::optional<int64_t> expected;
   if (o.revision_opt->count() > 0) expected = o.revision_value;
-  CallOutcome sent = SendReshard(ctx, o.stream, o.shards, expected);
+  bool already = false;
+  CallOutcome sent = SendReshard(ctx, o.stream, o.shards, expected, &already);
   if (!sent.ok()) return Fail(ctx, sent);
   Result<StreamView> answered = ParseStreamView(sent.body);
   if (!answered.ok() || answered->layout.generations.empty()) {
@@ -103,7 +151,12 @@ int Run(Context& ctx, const Opts& o) {
   }
   // The answer shows the layout with the new generation, the newest one.
   const int32_t generation = answered->layout.generations.back().generation;
-  if (!ctx.json) {
+  if (!ctx.json && already) {
+    *ctx.out << o.stream << " already has " << o.shards << " shards in generation " << generation
+             << ": nothing sent (pass --expected-layout-revision to reshard to the same count "
+                "anyway, e.g. to spread the shards over new cluster masters)\n"
+             << std::flush;
+  } else if (!ctx.json) {
     *ctx.out << "resharding " << o.stream << " to " << o.shards << " shards: generation "
              << generation << "\n"
              << std::flush;

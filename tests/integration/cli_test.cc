@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "integration/harness.h"
+#include "support/fault_proxy.h"
 
 extern char** environ;
 
@@ -251,6 +252,14 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeStreamReshardConfigFenceExportDe
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.out.find("resharding orders to 8 shards: generation 1"), std::string::npos)
       << r.Describe();
+  // Run again (say after a lost reply): the stream already has 8 shards, nothing is sent.
+  const int64_t layout_revision = JsonInt(ParseJson(Rsc({"--json", "stream", kP}).out), "revision");
+  r = Rsc({"reshard", kP, "--shards", "8", "--no-wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("orders already has 8 shards in generation 1: nothing sent"),
+            std::string::npos)
+      << r.Describe();
+  EXPECT_EQ(JsonInt(ParseJson(Rsc({"--json", "stream", kP}).out), "revision"), layout_revision);
   // The stream tick seals generation 0 and activates 1; the groups adopt it.
   EXPECT_TRUE(WaitFor([&] { return JsonInt(DescribeJson(), "shardCount") == 8; }, 15s,
                       "billing adopts generation 1 (8 shards)"));
@@ -327,6 +336,29 @@ TEST_F(CliTest, AdminTokenIsRequiredAndSentAsBearer) {
   r = RunRsc({"--coordinator", url, "--admin-token", "s3cret-token", "reshard", kP, "--shards", "3",
               "--no-wait"});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
+}
+
+// A reshard whose reply is lost (the proxy resets the connection once the coordinator
+// answers) is judged from a fresh read of the stream: applied, so rsc reports success and
+// sends nothing more — no second generation.
+TEST_F(CliTest, AReshardWhoseReplyIsLostIsRecognisedAsApplied) {
+  ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "2"}).exit_code, 0);
+  const int64_t before = JsonInt(ParseJson(Rsc({"--json", "stream", kP}).out), "revision");
+  rsc::testing::FaultProxy lossy(coord_->Port(), 1);
+  rsc::testing::ProxyFaults faults;
+  faults.reset_replies = true;
+  lossy.SetFaults(faults);
+  RscRun r =
+      RunRsc({"--coordinator", Url(lossy.port()) + "," + Url(coord_->Port()), "reshard", kP,
+              "--shards", "3", "--expected-layout-revision", std::to_string(before), "--no-wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.err.find("reply was lost; the stream shows it applied"), std::string::npos)
+      << r.Describe();
+  EXPECT_GE(lossy.counters().resets, 1) << "the reply was not lost";
+  const json::value stream = ParseJson(Rsc({"--json", "stream", kP}).out);
+  ASSERT_EQ(stream.at("generations").as_array().size(), 2u) << JsonString(stream);
+  EXPECT_EQ(stream.at("generations").as_array()[1].at("shards").as_array().size(), 3u)
+      << JsonString(stream);
 }
 
 TEST_F(CliTest, UnreachableCoordinatorExits3AndTheNextEndpointIsTried) {

@@ -36,9 +36,10 @@ struct FaultProxy::Impl {
   std::list<std::weak_ptr<ProxyConn>> conns;  // io thread only
 
   // Under mu: a fault decision for one chunk. Returns false to reset the connection.
-  bool DecideChunk(Clock::duration& delay, bool& blackholed) {
+  bool DecideChunk(bool from_target, Clock::duration& delay, bool& blackholed) {
     std::lock_guard lk(mu);
     blackholed = faults.blackhole;
+    if (from_target && faults.reset_replies) return false;
     if (faults.reset_probability > 0 &&
         std::uniform_real_distribution<double>(0, 1)(rng) < faults.reset_probability) {
       return false;
@@ -137,7 +138,7 @@ class ProxyConn : public std::enable_shared_from_this<ProxyConn> {
       }
       Clock::duration delay{};
       bool blackholed = false;
-      if (!self->p_.DecideChunk(delay, blackholed)) {
+      if (!self->p_.DecideChunk(&pipe == &self->down_, delay, blackholed)) {
         self->Close(/*reset=*/true);
         return;
       }

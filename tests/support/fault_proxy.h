@@ -10,6 +10,8 @@
 //     (a partition: TCP retransmits, so held bytes flow once it heals — unless a side gave
 //     up and closed meanwhile); new connections are accepted and held too;
 //   * refuse: new connections are closed at once (a dead host with a live TCP stack);
+//   * reset_replies: the target's reply resets the connection (a request applied, its
+//     reply lost);
 //   * retarget: later connections go to another target, and ResetAll() cuts the existing
 //     ones (a failover behind a virtual IP).
 // Silently dropping bytes inside a TCP stream is not a fault real networks produce (the
@@ -37,6 +39,9 @@ struct ProxyFaults {
   double reset_probability = 0;  // per forwarded chunk, in [0, 1]
   bool blackhole = false;
   bool refuse = false;
+  // The first bytes back from the target reset both sides instead of being forwarded: the
+  // request reached the server and its reply is lost (an unknown result for the client).
+  bool reset_replies = false;
 };
 
 struct ProxyCounters {
