@@ -86,6 +86,15 @@ class MetadataStore {
   // CompareAndSet.
   virtual Result<CasOutcome> CompareAndSetLayout(const std::string& stream, StoreRevision expected,
                                                  const Layout& next, TimeMs now_ms) = 0;
+  // RS2's barrier before sealing: true once the layout at `revision` is known to survive a
+  // failover of its master (a replica acknowledged it; no replicas: at once); false when the
+  // layout moved on meanwhile (re-read it). REDIS_UNAVAILABLE when no replica acknowledged in
+  // time. Stores without replication (the simulator's) only compare the revision.
+  virtual Result<bool> ConfirmLayout(const std::string& stream, StoreRevision revision,
+                                     TimeMs /*now_ms*/) {
+    RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, LoadLayout(stream));
+    return stored.has_value() && stored->revision == revision;
+  }
 };
 
 }  // namespace rsc

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "redis/log.h"
 #include "redis/sha1.h"
 
@@ -79,6 +81,44 @@ std::string SingleNodeExecutor::Describe() const {
 
 LuaScript::LuaScript(std::string_view name, std::string_view body)
     : name_(name), body_(body), sha_(Sha1Hex(body)) {}
+
+Result<int64_t> ConnectedReplicas(Executor& executor, std::string_view key) {
+  RSC_ASSIGN_OR_RETURN(Reply r, executor.Run(key, {"INFO", "replication"}, CommandKind::kRead));
+  if (r.IsError()) return int64_t{0};
+  constexpr std::string_view kField = "connected_slaves:";
+  const size_t at = r.str.find(kField);
+  if (at == std::string::npos) return int64_t{0};
+  return std::strtoll(r.str.c_str() + at + kField.size(), nullptr, 10);
+}
+
+Result<AcknowledgedReply> RunAcknowledged(Executor& executor, const std::string& key,
+                                          const Command& write, std::chrono::milliseconds wait) {
+  AcknowledgedReply out;
+  RSC_ASSIGN_OR_RETURN(out.replicas, ConnectedReplicas(executor, key));
+  if (out.replicas == 0) {
+    RSC_ASSIGN_OR_RETURN(out.reply, executor.Run(key, write, CommandKind::kWrite));
+    return out;
+  }
+  std::vector<Result<Reply>> replies = executor.RunBatch(
+      {{key, write}, {key, {"WAIT", "1", std::to_string(wait.count())}}}, CommandKind::kWrite);
+  RSC_ASSIGN_OR_RETURN(out.reply, std::move(replies[0]));
+  if (out.reply.IsError()) return out;
+  RSC_ASSIGN_OR_RETURN(Reply acked, std::move(replies[1]));
+  if (acked.IsError()) {
+    return MakeError(ErrorCode::kRedisUnavailable,
+                     fmt::format("WAIT after a write on {}: {}", key, acked.str));
+  }
+  out.acknowledged = acked.integer >= 1;
+  return out;
+}
+
+Command LuaScript::EvalCommand(const std::vector<std::string>& keys,
+                               const std::vector<std::string>& args) const {
+  Command cmd = {"EVAL", body_, std::to_string(keys.size())};
+  cmd.insert(cmd.end(), keys.begin(), keys.end());
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return cmd;
+}
 
 Result<Reply> LuaScript::Eval(Executor& executor, const std::vector<std::string>& keys,
                               const std::vector<std::string>& args, CommandKind kind,

@@ -109,9 +109,30 @@ std::vector<Result<Reply>> RunPipeline(Connection& conn, const std::vector<const
 // with EVAL, which loads it into that node's cache again; each such reload is counted.
 //
 // Thread safety: immutable after construction.
+// The replicas connected to the master serving `key` (INFO replication); 0 when INFO is
+// refused (an ACL without +info: no replica is known, nothing waits).
+Result<int64_t> ConnectedReplicas(Executor& executor, std::string_view key);
+
+// `write` on the master serving `key`, acknowledged by a replica where the master has any:
+// pipelined with `WAIT 1 <wait>` on the same connection (WAIT covers the writes of its own
+// connection). `acknowledged` is true without replicas, or when one acknowledged in time;
+// an error reply to `write` is returned as its reply (no wait then).
+struct AcknowledgedReply {
+  Reply reply;
+  int64_t replicas = 0;
+  bool acknowledged = true;
+};
+Result<AcknowledgedReply> RunAcknowledged(Executor& executor, const std::string& key,
+                                          const Command& write, std::chrono::milliseconds wait);
+
 class LuaScript {
  public:
   LuaScript(std::string_view name, std::string_view body);
+
+  // `EVAL <body> …`: for a pipeline (RunAcknowledged), where a NOSCRIPT retry cannot be
+  // slipped in. For rare calls only: the body travels each time.
+  Command EvalCommand(const std::vector<std::string>& keys,
+                      const std::vector<std::string>& args) const;
 
   // keys[0] routes the call; all keys must share one hash tag.
   Result<Reply> Eval(Executor& executor, const std::vector<std::string>& keys,

@@ -41,6 +41,11 @@ const LuaScript& DeleteScript() {
   static const LuaScript s("delete", lua::kDelete);
   return s;
 }
+const LuaScript& LayoutTouchScript() {
+  static const LuaScript s("layout_touch", lua::kLayoutTouch);
+  return s;
+}
+
 const LuaScript& LayoutCasScript() {
   static const LuaScript s("layout_cas", lua::kLayoutCas);
   return s;
@@ -591,6 +596,32 @@ Result<CasOutcome> RedisStore::CompareAndSetLayout(const std::string& stream,
   const bool applied = reply->elements[0].integer == 1;
   if (!applied) stats_.revision_conflicts.fetch_add(1, std::memory_order_relaxed);
   return CasOutcome{applied, StoreRevision(reply->elements[1].integer)};
+}
+
+Result<bool> RedisStore::ConfirmLayout(const std::string& stream, StoreRevision revision,
+                                       TimeMs now_ms) {
+  const std::string key = LayoutKey(stream);
+  // The barrier's write and its WAIT go down one connection (RunAcknowledged); EVAL with the
+  // body, since a NOSCRIPT could not be retried inside the pipeline.
+  auto w = RunAcknowledged(*executor_, key,
+                           LayoutTouchScript().EvalCommand(
+                               {key}, {std::to_string(revision.value()), std::to_string(now_ms)}),
+                           options_.replica_wait);
+  if (!w.ok()) return CountError(w.error());
+  if (w->reply.IsError()) {
+    return ReplyError(w->reply, fmt::format("layout barrier of stream '{}'", stream));
+  }
+  if (!w->reply.IsInteger()) return Unexpected("layout_touch", w->reply);
+  if (w->reply.integer == 0) return false;
+  if (!w->acknowledged) {
+    return MakeError(
+        ErrorCode::kRedisUnavailable,
+        fmt::format("layout of stream '{}' (revision {}): none of its master's {} "
+                    "replicas acknowledged it within {} ms (WAIT); nothing is "
+                    "sealed until one does (RS2)",
+                    stream, revision.value(), w->replicas, options_.replica_wait.count()));
+  }
+  return true;
 }
 
 Result<std::vector<GroupKey>> RedisStore::RebuildIndex() {

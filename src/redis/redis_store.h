@@ -73,6 +73,8 @@ struct RedisStoreOptions {
   std::chrono::milliseconds checkout_wait{2000};
   size_t cache_capacity = 4096;  // parsed aggregates kept (one per group)
   ClusterMode cluster = ClusterMode::kAuto;
+  // How long ConfirmLayout waits for a replica's acknowledgement (WAIT).
+  std::chrono::milliseconds replica_wait{1000};
 };
 
 class RedisStore : public MetadataStore {
@@ -98,6 +100,8 @@ class RedisStore : public MetadataStore {
                                           std::chrono::milliseconds wait) override;
   Status Unlock(const GroupKey& key, const std::string& token) override;
   Result<std::optional<StoredLayout>> LoadLayout(const std::string& stream) override;
+  Result<bool> ConfirmLayout(const std::string& stream, StoreRevision revision,
+                             TimeMs now_ms) override;
   Result<CasOutcome> CompareAndSetLayout(const std::string& stream, StoreRevision expected,
                                          const Layout& next, TimeMs now_ms) override;
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <string_view>
 
 namespace rsc::redis {
@@ -31,47 +30,24 @@ Status RedisStreamAdmin::CreateConsumerGroup(const std::string& key, const std::
   return OkStatus();
 }
 
-Result<int64_t> RedisStreamAdmin::ConnectedReplicas(const std::string& key) {
-  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"INFO", "replication"}, CommandKind::kRead));
-  // INFO refused (an ACL without +info, see the runbook): no replica is known, no wait.
-  if (r.IsError()) return int64_t{0};
-  constexpr std::string_view kField = "connected_slaves:";
-  const size_t at = r.str.find(kField);
-  if (at == std::string::npos) return int64_t{0};
-  return std::strtoll(r.str.c_str() + at + kField.size(), nullptr, 10);
-}
-
 Result<bool> RedisStreamAdmin::Seal(const std::string& key, int32_t generation) {
   // The seal is the stream's last possible entry: Redis itself refuses a second one (and
   // every later `XADD *`), so "already sealed" is that refusal. A stream whose top entry
   // is anything else takes it. MKSTREAM is implied: a lost parent key comes back sealed.
   const Command seal = {"XADD", key, kSealId, "rsc-seal", std::to_string(generation)};
-  RSC_ASSIGN_OR_RETURN(int64_t replicas, ConnectedReplicas(key));
-  Reply r;
-  if (replicas == 0) {
-    RSC_ASSIGN_OR_RETURN(r, executor_.Run(key, seal, CommandKind::kWrite));
-  } else {
-    // RS2: a replica acknowledges the seal before the generation after it is activated, so a
-    // failover right after the activation does not lose it (WAIT covers the writes of its own
-    // connection: the pipeline keeps both on one). Not acknowledged in time: an error, and
-    // the tick activates nothing; the next tick finds the seal written and does not wait
-    // again (this connection wrote nothing then), and the re-checks of every tick re-seal a
-    // seal a failover lost (parent_resealed).
-    std::vector<Result<Reply>> replies =
-        executor_.RunBatch({{key, seal}, {key, {"WAIT", "1", std::to_string(seal_wait_.count())}}},
-                           CommandKind::kWrite);
-    RSC_ASSIGN_OR_RETURN(r, std::move(replies[0]));
-    if (!r.IsError()) {
-      RSC_ASSIGN_OR_RETURN(Reply acked, std::move(replies[1]));
-      if (acked.IsError()) return Failed("WAIT after the seal", key, acked.str);
-      if (acked.integer < 1) {
-        return MakeError(ErrorCode::kRedisUnavailable,
-                         fmt::format("seal of {} written, but none of its {} replicas "
-                                     "acknowledged it within {} ms (WAIT): the next generation "
-                                     "is not activated on it yet (RS2)",
-                                     key, replicas, seal_wait_.count()));
-      }
-    }
+  // RS2: a replica acknowledges the seal before the generation after it is activated, so a
+  // failover right after the activation does not lose it. Not acknowledged in time: an
+  // error, and the tick activates nothing; the next tick finds the seal written and does not
+  // wait again (its connection wrote nothing then), and the re-checks of every tick re-seal
+  // a seal a failover lost (parent_resealed).
+  RSC_ASSIGN_OR_RETURN(AcknowledgedReply w, RunAcknowledged(executor_, key, seal, seal_wait_));
+  const Reply& r = w.reply;
+  if (!r.IsError() && !w.acknowledged) {
+    return MakeError(ErrorCode::kRedisUnavailable,
+                     fmt::format("seal of {} written, but none of its {} replicas "
+                                 "acknowledged it within {} ms (WAIT): the next generation "
+                                 "is not activated on it yet (RS2)",
+                                 key, w.replicas, seal_wait_.count()));
   }
   if (!r.IsError()) return true;
   if (AlreadyAtTheMaximumId(r)) return false;

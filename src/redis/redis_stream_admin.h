@@ -23,9 +23,6 @@ class RedisStreamAdmin : public StreamAdmin {
   Result<SlotPlacement> Placement() override { return executor_.SlotsByMaster(); }
 
  private:
-  // The replicas connected to the master of `key` (INFO replication); 0 when INFO is refused.
-  Result<int64_t> ConnectedReplicas(const std::string& key);
-
   Executor& executor_;
   const std::chrono::milliseconds seal_wait_;
 };

@@ -567,6 +567,15 @@ Status GroupService::SealAndActivate(const StoredLayout& stored) {
   for (const Generation& g : l.generations) {
     preparing = preparing || g.state == GenerationState::kPreparing;
   }
+  if (preparing) {
+    // RS2: nothing is sealed before the PREPARING layout survives a failover of its master
+    // (a replica acknowledged it). Otherwise a failover could bring back the layout without
+    // the new generation while the seals, on other masters of a cluster, stay: the ACTIVE
+    // generation sealed, no generation to move to, every producer refused.
+    RSC_ASSIGN_OR_RETURN(bool confirmed,
+                         store_.ConfirmLayout(l.stream, stored.revision, clock_.NowMs()));
+    if (!confirmed) return OkStatus();  // the layout moved on: the next pass re-reads it
+  }
   for (const Generation& g : l.generations) {
     // RS2: the ACTIVE generation is sealed before the next one is activated; SEALED ones are
     // sealed again every pass (a failover can lose a seal; writing it is idempotent).
@@ -664,6 +673,7 @@ Status GroupService::StreamTick(const std::string& stream) {
   }
   if (any_sealed && options_.streams == nullptr) return OkStatus();
   bool oldest_complete_everywhere = true;
+  int64_t incomplete = 0;
   for (const std::string& group : l.groups) {
     const GroupKey key{stream, group};
     std::vector<ShardCompletion> done;
@@ -677,14 +687,33 @@ Status GroupService::StreamTick(const std::string& stream) {
       if (loaded.error().code == ErrorCode::kGroupNotFound) continue;
       return loaded.error();
     }
+    for (const ShardCompletion& c : done) incomplete += c.complete ? 0 : 1;
     if (loaded->meta->layout_revision == stored->revision.value() && done.empty()) continue;
+    // The completions applied are observed again under the group's mutex: the ones above
+    // may be older than a completion a member's hint recorded meanwhile
+    // (CheckReportedCompletions), and applying them would reopen that parent for nothing
+    // (its children drained). Under the mutex nothing is recorded between the observation
+    // and the write, so an incomplete shard found there really regressed.
+    Status observed = OkStatus();
     auto r = Mutate<Unit>(
         key, std::chrono::milliseconds(0),
         [&](const GroupMetadata& m, const Liveness& live, const Env& env, StoreRevision) {
-          return DecideLayoutTick(m, live, l, stored->revision.value(), done, env);
+          std::vector<ShardCompletion> now_done;
+          if (any_sealed) {
+            bool unused = false;
+            Result<std::vector<ShardCompletion>> c = Completions(l, group, &unused);
+            if (!c.ok()) {
+              observed = c.error();
+              return Decision<Unit>{std::nullopt, {}, Unit{}, {}};  // writes nothing
+            }
+            now_done = std::move(*c);
+          }
+          return DecideLayoutTick(m, live, l, stored->revision.value(), now_done, env);
         });
+    if (!observed.ok()) return observed;
     if (!r.ok() && r.error().code != ErrorCode::kLockTimeout) return r.error();
   }
+  observer_.OnStreamState(stream, incomplete);
   if (!any_sealed || !oldest_complete_everywhere) return OkStatus();
   // RS5: the oldest sealed generation, read to its end by every group, retires.
   for (const Generation& g : l.generations) {

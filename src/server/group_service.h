@@ -41,6 +41,9 @@ class ServiceObserver {
   virtual void OnGroupState(const GroupKey&, const GroupMetadata&, const Liveness&,
                             TimeMs /*now*/) {}
   virtual void OnTick(const GroupKey&, bool /*wrote*/) {}
+  // Once per stream tick of a stream with a layout: (group, sealed shard) pairs not read to
+  // their end yet (RS3), 0 when no generation is sealed.
+  virtual void OnStreamState(const std::string& /*stream*/, int64_t /*parents_incomplete*/) {}
 };
 
 // The pure core's mutating decisions as GroupService calls them. Production uses

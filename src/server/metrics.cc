@@ -77,6 +77,10 @@ struct Metrics::Impl {
                   "Oldest member heartbeat age in the group, seconds, as of the last load");
   Family<Gauge>& revoking_shards =
       GaugeFamily(registry, "rsc_revoking_shards", "Shards being drained in the group");
+  Family<Gauge>& parents_incomplete =
+      GaugeFamily(registry, "rsc_reshard_parents_incomplete",
+                  "Sealed shards of the stream not yet read to their end, summed over its groups "
+                  "(SPEC RS3): children wait for them; as of the last stream tick");
   Family<Counter>& regressions =
       CounterFamily(registry, "rsc_metadata_version_regressions_total",
                     "Metadata version regressions detected (M2 ahead, M8 diverged)");
@@ -164,6 +168,10 @@ void Metrics::SetMemberHeartbeatAge(const GroupKey& key, double max_age_seconds)
 
 void Metrics::SetRevokingShards(const GroupKey& key, int64_t shards) {
   impl_->revoking_shards.Add(GroupLabels(key)).Set(static_cast<double>(shards));
+}
+
+void Metrics::SetReshardParentsIncomplete(const std::string& stream, int64_t pairs) {
+  impl_->parents_incomplete.Add({{"stream", stream}}).Set(static_cast<double>(pairs));
 }
 
 void Metrics::ForgetGroup(const GroupKey& key) {

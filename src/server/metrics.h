@@ -63,6 +63,12 @@
 //                                               to tombstones, generation dropped),
 //                                               retired_key_kept (a retired key without
 //                                               its seal: runbook 7a)
+//   rsc_reshard_parents_incomplete{stream}      gauge: sealed (not yet retired) shards
+//                                               of the stream not read to their end,
+//                                               summed over its groups, as of the last
+//                                               stream tick (children wait for them; a
+//                                               value that stays up is a reshard that
+//                                               does not finish: runbook 7a)
 //   rsc_ticks_total                             tick passes run
 //
 // Thread safety: every method may be called concurrently from any thread.
@@ -102,6 +108,8 @@ class Metrics {
   void OnRevisionConflict();
   void SetMemberHeartbeatAge(const GroupKey& key, double max_age_seconds);
   void SetRevokingShards(const GroupKey& key, int64_t shards);
+  // (group, sealed shard) pairs not complete yet, per stream (rsc_reshard_parents_incomplete).
+  void SetReshardParentsIncomplete(const std::string& stream, int64_t pairs);
   void ForgetGroup(const GroupKey& key);     // drops the per-group series (deleted group)
   void OnRegression(std::string_view kind);  // "ahead" | "diverged"
   void OnClientVersionAhead();

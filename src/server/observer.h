@@ -24,6 +24,9 @@ class MetricsObserver : public ServiceObserver {
   // Store counters exported as Prometheus counters (synced on every tick).
   void AttachStoreCounters(std::function<int64_t()> script_reloads);
   void OnTick(const GroupKey& key, bool wrote) override;
+  void OnStreamState(const std::string& stream, int64_t parents_incomplete) override {
+    metrics_.SetReshardParentsIncomplete(stream, parents_incomplete);
+  }
 
  private:
   Metrics& metrics_;

@@ -32,6 +32,10 @@
 // whose key moved to another generation at its next message: the checkers must report S3
 // and S4, so the per-group judging (and S4 across generations) is not vacuous.
 //
+// It runs twice: on one redis-server, and on a 3-master + 3-replica Redis Cluster
+// (`.../Cluster`), where each generation's shards are spread over the masters (D2, checked)
+// and every seal waits for a replica (RS2's WAIT).
+//
 // Run inside scripts/netns.sh (the host loopback is throttled).
 
 #include <gtest/gtest.h>
@@ -50,6 +54,7 @@
 #include <vector>
 
 #include "client/live_group.h"
+#include "redis/cluster.h"
 #include "sim/checkers.h"
 #include "sim/history.h"
 #include "support/coordinator_process.h"
@@ -67,6 +72,7 @@ using namespace std::chrono_literals;
 using rsc::sim::HistEvent;
 using rsc::sim::HistKind;
 using rsc::sim::History;
+using rsc::testing::Cluster3;
 using rsc::testing::CoordinatorProcess;
 using rsc::testing::HttpClient;
 using rsc::testing::HttpResult;
@@ -188,12 +194,33 @@ class LiveLogs {
   std::map<std::string, std::set<std::pair<std::string, int64_t>>> delivered_;
 };
 
-class ReshardEndToEnd : public ::testing::Test {
+// The parameter: true runs on a 3-master cluster with a replica each, false on one server.
+class ReshardEndToEnd : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fleet_.Init());
-    ASSERT_TRUE(rsc::testing::StartLiveGroup(redis_, coordinator_, kStream, kBilling,
-                                             kInitialShards, rsc::testing::FastLeases()));
+    if (GetParam()) {
+      cluster_ = std::make_unique<Cluster3>(rsc::testing::RedisProcessOptions{},
+                                            /*replicas_per_master=*/1);
+      ASSERT_TRUE(cluster_->Start());
+      ASSERT_TRUE(cluster_->WaitReplicasInSync(20s));
+      redis_url_ = cluster_->Url();
+      coordinator_ = std::make_unique<CoordinatorProcess>(
+          rsc::testing::CoordinatorOptions{.redis_url = redis_url_});
+      ASSERT_TRUE(coordinator_->Start());
+      const HttpResult billing =
+          HttpClient(coordinator_->Port())
+              .Post("/v1/groups",
+                    json::value(json::object{{"stream", kStream},
+                                             {"group", kBilling},
+                                             {"shardCount", kInitialShards},
+                                             {"config", rsc::testing::FastLeases()}}));
+      ASSERT_EQ(billing.status, 201) << billing.Describe();
+    } else {
+      ASSERT_TRUE(rsc::testing::StartLiveGroup(redis_, coordinator_, kStream, kBilling,
+                                               kInitialShards, rsc::testing::FastLeases()));
+      redis_url_ = redis_.Url();
+    }
     http_ = std::make_unique<HttpClient>(coordinator_->Port());
     // D3: the second group adopts the stream's layout (no shardCount).
     const HttpResult audit = http_->Post(
@@ -203,7 +230,7 @@ class ReshardEndToEnd : public ::testing::Test {
     ASSERT_EQ(audit.status, 201) << audit.Describe();
     ASSERT_EQ(JsonInt(audit.json, "shardCount"), kInitialShards) << audit.body;
     fleet_.SetCommonArgs({"--coordinator", "127.0.0.1:" + std::to_string(coordinator_->Port()),
-                          "--redis", redis_.Url(), "--stream", kStream});
+                          "--redis", redis_url_, "--stream", kStream});
     fleet_.Record(HistKind::kStart, "coordinator#1");
   }
 
@@ -271,12 +298,26 @@ class ReshardEndToEnd : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
+  // A connection to the server holding `key` (its slot's master on the cluster).
+  std::unique_ptr<rsc::testing::RedisCli> CliFor(const std::string& key) {
+    if (!cluster_) return redis_.Cli();
+    const size_t node = cluster_->MasterOf(redis::KeySlot(key));
+    return node < cluster_->size() ? cluster_->node(node).Cli() : nullptr;
+  }
+
+  // D2: on the cluster, the masters holding the keys given, and how many each holds.
+  std::map<size_t, int> KeysPerMaster(const std::map<int32_t, std::string>& shards) {
+    std::map<size_t, int> out;
+    for (const auto& [id, key] : shards) ++out[cluster_->MasterOf(redis::KeySlot(key))];
+    return out;
+  }
+
   // Pending entries of `group` on the shard keys given.
   int64_t Pending(const std::string& group, const std::map<int32_t, std::string>& shards) {
-    std::unique_ptr<rsc::testing::RedisCli> cli = redis_.Cli();
-    if (cli == nullptr) return -1;
     int64_t total = 0;
     for (const auto& [id, key] : shards) {
+      std::unique_ptr<rsc::testing::RedisCli> cli = CliFor(key);
+      if (cli == nullptr) return -1;
       const rsc::testing::CliReply r = cli->Run({"XPENDING", key, group});
       if (r.type != rsc::testing::CliReply::Type::kArray || r.elements.empty()) return -1;
       total += r.elements[0].integer;
@@ -412,7 +453,9 @@ class ReshardEndToEnd : public ::testing::Test {
     return report.counters;
   }
 
-  RedisProcess redis_;
+  RedisProcess redis_;                 // one server (parameter false)
+  std::unique_ptr<Cluster3> cluster_;  // or a cluster (true)
+  std::string redis_url_;
   std::unique_ptr<CoordinatorProcess> coordinator_;
   std::unique_ptr<HttpClient> http_;
   std::map<std::string, std::string> group_of_;  // consumer worker name → group
@@ -422,7 +465,7 @@ class ReshardEndToEnd : public ::testing::Test {
   LiveLogs logs_{fleet_};
 };
 
-TEST_F(ReshardEndToEnd, TwoGroupsThreeProducersCrashesAndReshards8To16To4To12LoseNothing) {
+TEST_P(ReshardEndToEnd, TwoGroupsThreeProducersCrashesAndReshards8To16To4To12LoseNothing) {
   const auto test_start = std::chrono::steady_clock::now();
   auto secs = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - test_start).count();
@@ -467,6 +510,17 @@ TEST_F(ReshardEndToEnd, TwoGroupsThreeProducersCrashesAndReshards8To16To4To12Los
   shards_of[1] = ShardsOf(1);
   ASSERT_EQ(shards_of[1].size(), 16u);
   EXPECT_GE(shards_of[1].begin()->first, kInitialShards) << "D2: ids above every id used";
+  if (cluster_) {
+    std::string spread;
+    for (const auto& [master, n] : KeysPerMaster(shards_of[1])) {
+      spread += " node " + std::to_string(master) + ": " + std::to_string(n);
+    }
+    const std::map<size_t, int> per_master = KeysPerMaster(shards_of[1]);
+    EXPECT_EQ(per_master.size(), 3u) << "D2: 16 shards on every master:" << spread;
+    for (const auto& [master, n] : per_master) {
+      EXPECT_TRUE(n == 5 || n == 6) << "D2: 16 shards spread 6/5/5:" << spread;
+    }
+  }
   b1 = SpawnConsumer(kBilling, "b1", "inst-b1");
   a1 = SpawnConsumer(kAudit, "a1", "inst-a1");
   ASSERT_TRUE(b1 && a1);
@@ -648,7 +702,8 @@ TEST_F(ReshardEndToEnd, TwoGroupsThreeProducersCrashesAndReshards8To16To4To12Los
     }
   }
 
-  std::cout << "reshard e2e: " << published << " acked publishes (per generation:";
+  std::cout << "reshard e2e (" << (cluster_ ? "cluster" : "one server") << "): " << published
+            << " acked publishes (per generation:";
   for (const auto& [g, n] : published_on) std::cout << " g" << g << "=" << n;
   std::cout << "), " << seal_waits << " seal refusals retried by the producers, " << all.size()
             << " events\n";
@@ -660,6 +715,11 @@ TEST_F(ReshardEndToEnd, TwoGroupsThreeProducersCrashesAndReshards8To16To4To12Los
   }
   for (const std::string& t : timeline) std::cout << "  " << t << "\n";
 }
+
+INSTANTIATE_TEST_SUITE_P(Redis, ReshardEndToEnd, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Cluster" : "OneServer";
+                         });
 
 }  // namespace
 }  // namespace rsc

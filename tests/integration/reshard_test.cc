@@ -149,6 +149,8 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   EXPECT_EQ(JsonInts(a.last, "pendingShards"), (std::vector<int>{4, 5})) << JsonString(a.last);
   EXPECT_TRUE(a.owned.count(3)) << "parent 3 was taken away before it was read";
   EXPECT_FALSE(a.owned.count(4)) << "a child ran before its last parent completed";
+  // What the children wait for, as a gauge: billing's parent 3, all four for audit and late.
+  EXPECT_EQ(Metric(*http_, "rsc_reshard_parents_incomplete", "stream=\"orders\""), 1 + 4 + 4);
   Drain("{orders:3}", "billing", "a");
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -166,6 +168,9 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
     Drain("{orders:" + std::to_string(s) + "}", "late", "l");
   }
   ASSERT_TRUE(WaitFor([&] { return StateOf(0) == "RETIRED"; }, 10s, "generation 0 retired"));
+  EXPECT_TRUE(WaitFor(
+      [&] { return Metric(*http_, "rsc_reshard_parents_incomplete", "stream=\"orders\"") == 0; },
+      10s, "no parent left incomplete once retired"));
   json::value billing = http_->Get(GroupPath(kP, "billing")).json;
   EXPECT_EQ(JsonInt(billing, "shardCount"), 2) << JsonString(billing);
 }

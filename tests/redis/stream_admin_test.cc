@@ -1,12 +1,15 @@
-// RedisStreamAdmin's seal against real Redis (SPEC RS2): where the shard's master has a
-// replica, a seal counts only once a replica acknowledged it (WAIT); without replicas it
-// does not wait.
+// Replica acknowledgements against real Redis (SPEC RS2): where the shard's master has a
+// replica, RedisStreamAdmin's seal counts only once a replica acknowledged it (WAIT), and so
+// does RedisStore's layout barrier before sealing; without replicas neither waits.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
 
+#include "core/layout.h"
+#include "redis/redis_store.h"
 #include "redis/redis_stream_admin.h"
+#include "redis/redis_url.h"
 #include "support/redis_process.h"
 #include "support/wait.h"
 
@@ -57,29 +60,38 @@ TEST(RedisStreamAdminSeal, WithoutReplicasItDoesNotWait) {
   EXPECT_FALSE(*again) << "already sealed";
 }
 
+// A master with one replica that acknowledges the master's writes.
+class WithReplica : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(master.Start());
+    RedisProcessOptions ro;
+    ro.replicaof_port = master.Port();
+    replica = std::make_unique<RedisProcess>(ro);
+    ASSERT_TRUE(replica->Start());
+    mcli = master.Cli();
+    rcli = replica->Cli();
+    ASSERT_NE(mcli, nullptr);
+    ASSERT_NE(rcli, nullptr);
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          // Streaming and acknowledging: after a diskless full sync the master holds the
+          // stream back until the replica's first ACK (up to a second), and a write made
+          // before the replica attached moves no offset. WAIT covers its connection's writes.
+          // So: the replica acknowledged a non-zero offset, then a fresh write.
+          return ReplicaAckedOffset(*mcli) > 0 && mcli->Run({"SET", "sync-probe", "1"}).ok() &&
+                 mcli->Run({"WAIT", "1", "100"}).integer == 1;
+        },
+        20s, "the replica to acknowledge the master's writes"));
+  }
+  RedisProcess master;
+  std::unique_ptr<RedisProcess> replica;
+  std::unique_ptr<rsc::testing::RedisCli> mcli, rcli;
+};
+
 // A replica that does not acknowledge (stopped) keeps the seal from counting: the tick then
 // activates nothing. Once the replica is back, the seal is found written.
-TEST(RedisStreamAdminSeal, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
-  RedisProcess master;
-  ASSERT_TRUE(master.Start());
-  RedisProcessOptions ro;
-  ro.replicaof_port = master.Port();
-  RedisProcess replica(ro);
-  ASSERT_TRUE(replica.Start());
-  auto mcli = master.Cli();
-  auto rcli = replica.Cli();
-  ASSERT_NE(mcli, nullptr);
-  ASSERT_NE(rcli, nullptr);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        // Streaming and acknowledging: after a diskless full sync the master holds the
-        // stream back until the replica's first ACK (up to a second), and a write made
-        // before the replica attached moves no offset. WAIT covers its connection's writes.
-        // So: the replica acknowledged a non-zero offset, then a fresh write.
-        return ReplicaAckedOffset(*mcli) > 0 && mcli->Run({"SET", "sync-probe", "1"}).ok() &&
-               mcli->Run({"WAIT", "1", "100"}).integer == 1;
-      },
-      20s, "the replica to acknowledge the master's writes"));
+TEST_F(WithReplica, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
   auto ex = ExecutorFor(master);
   RedisStreamAdmin admin(*ex, 300ms);
 
@@ -91,9 +103,9 @@ TEST(RedisStreamAdminSeal, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
   EXPECT_TRUE(*sealed);
   EXPECT_TRUE(EndsWithSeal(*rcli, "{orders:0}")) << "WAIT returned before the replica had it";
 
-  replica.Pause();
+  replica->Pause();
   auto unacked = admin.Seal("{orders:1}", 0);
-  replica.Resume();
+  replica->Resume();
   ASSERT_FALSE(unacked.ok()) << "a seal no replica acknowledged was reported done";
   EXPECT_EQ(unacked.error().code, ErrorCode::kRedisUnavailable);
   EXPECT_NE(unacked.error().message.find("acknowledged"), std::string::npos)
@@ -103,6 +115,39 @@ TEST(RedisStreamAdminSeal, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
   auto found = admin.Seal("{orders:1}", 0);
   ASSERT_TRUE(found.ok()) << found.error().message;
   EXPECT_FALSE(*found) << "the seal was written by the first call";
+}
+
+// RS2's barrier before sealing (MetadataStore::ConfirmLayout): the layout at a revision
+// counts once a replica acknowledged it; a stopped replica keeps it from counting; a moved
+// revision is no confirmation.
+TEST_F(WithReplica, TheLayoutCountsBeforeSealingOnlyOnceAReplicaHasIt) {
+  auto url = ParseRedisUrl(master.Url());
+  ASSERT_TRUE(url.ok());
+  RedisStoreOptions options;
+  options.replica_wait = 300ms;
+  auto store = RedisStore::Open(*url, options);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  Layout l = DeriveGeneration0("orders", 2, GroupConfig{}, {}, {}, "lineage").value();
+  l.groups = {"billing"};
+  auto created = (*store)->CompareAndSetLayout("orders", StoreRevision(0), l, 1);
+  ASSERT_TRUE(created.ok() && created->applied);
+
+  auto confirmed = (*store)->ConfirmLayout("orders", created->revision, 2);
+  ASSERT_TRUE(confirmed.ok()) << confirmed.error().message;
+  EXPECT_TRUE(*confirmed);
+  EXPECT_EQ(rcli->Run({"HGET", "redis-stream:coord:{orders}:layout", "updatedAt"}).str, "2")
+      << "confirmed before the replica had the barrier's write";
+  auto moved = (*store)->ConfirmLayout("orders", StoreRevision(created->revision.value() + 1), 3);
+  ASSERT_TRUE(moved.ok()) << moved.error().message;
+  EXPECT_FALSE(*moved);
+
+  replica->Pause();
+  auto unacked = (*store)->ConfirmLayout("orders", created->revision, 4);
+  replica->Resume();
+  ASSERT_FALSE(unacked.ok()) << "a layout no replica acknowledged was confirmed";
+  EXPECT_EQ(unacked.error().code, ErrorCode::kRedisUnavailable);
+  EXPECT_NE(unacked.error().message.find("acknowledged"), std::string::npos)
+      << unacked.error().message;
 }
 
 }  // namespace

@@ -137,6 +137,10 @@ Layout StreamLayout(int64_t version) {
   l.groups = {"billing"};
   return l;
 }
+std::string Trace(const Result<bool>& r) {
+  if (!r.ok()) return fmt::format("confirm {}", ErrorCodeName(r.error().code));
+  return fmt::format("confirm {}", *r);
+}
 std::string Trace(const Status& s) {
   return s.ok() ? "ok" : std::string(ErrorCodeName(s.error().code));
 }
@@ -287,6 +291,10 @@ const std::vector<NamedScript>& Scripts() {
          t.push_back(
              Trace(s.CompareAndSetLayout("orders", StoreRevision(1), StreamLayout(3), kNow)));
          t.push_back(Trace(s.LoadLayout("orders")));
+         // RS2's barrier: the current revision is confirmed, a moved or absent one is not.
+         t.push_back(Trace(s.ConfirmLayout("orders", StoreRevision(2), kNow)));
+         t.push_back(Trace(s.ConfirmLayout("orders", StoreRevision(1), kNow)));
+         t.push_back(Trace(s.ConfirmLayout("none", StoreRevision(1), kNow)));
          b.RawSetLayoutField("orders", "schemaVersion", "9");
          t.push_back(Trace(s.LoadLayout("orders")));
          b.RawSetLayoutField("orders", "schemaVersion", "1");
@@ -361,6 +369,9 @@ TEST(ContractExpectations, LayoutCreateCasAndCorruption) {
                                            "cas applied=true rev=2",
                                            "cas applied=false rev=2",
                                            "layout rev=2 v=2 groups=1",
+                                           "confirm true",
+                                           "confirm false",
+                                           "confirm false",
                                            "layout METADATA_UNREADABLE",
                                            "layout METADATA_UNREADABLE",
                                            "cas METADATA_UNREADABLE",
