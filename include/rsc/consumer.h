@@ -244,6 +244,8 @@ struct ConsumerOptions {
 
 // A snapshot of the consumer (SPEC §11 consumer signals plus delivery counters).
 struct ConsumerStatus {
+  std::string stream;  // ConsumerOptions::stream and ::group: whose status this is
+  std::string group;
   bool started = false;
   bool stopped = false;  // Stop() finished, or kStop/shutdown completed: no more work
   std::string phase;     // "idle", "joining", "member", "leaving", "left"

@@ -143,6 +143,8 @@ struct ProducerOptions {
 
 // SPEC §11 producer signals, plus publish counters.
 struct ProducerMetrics {
+  std::string stream;  // ProducerOptions::stream and ::group: whose metrics these are
+  std::string group;
   bool has_routing = false;
   int64_t metadata_version = 0;  // of the routing cache
   int32_t shard_count = 0;

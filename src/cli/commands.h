@@ -9,11 +9,13 @@
 #include <chrono>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/admin_client.h"
+#include "rsc/metrics.h"
 
 namespace rsc::cli {
 
@@ -44,6 +46,20 @@ void AddDemoCommand(CLI::App& app, Command* selected);
 // Shared by the commands: the group's admin path, and printing a failed call.
 std::string GroupPath(const std::string& stream, const std::string& group);
 int Fail(Context& ctx, const CallOutcome& outcome);
+
+// --metrics-port / --metrics-host of the commands that run clients (consume, demo): an
+// optional /metrics listener (include/rsc/metrics.h, SPEC O2). Off unless --metrics-port is
+// given; 0 picks a free port.
+struct MetricsFlags {
+  std::string host = "127.0.0.1";
+  int port = -1;  // -1: off
+};
+void AddMetricsFlags(CLI::App* cmd, MetricsFlags* flags);
+// Starts the listener on `registry` when the flags ask for one and says where on ctx.err
+// ("rsc: metrics on http://HOST:PORT/metrics"). Returns kExitOk (with *server null when off),
+// or kExitUsage after printing why the listener could not start.
+int StartMetrics(const MetricsFlags& flags, const MetricsRegistry& registry, Context& ctx,
+                 std::unique_ptr<MetricsServer>* server);
 
 // Runs a revision-checked change (PATCH, DELETE). With `expected_revision` it is sent
 // once. Without, the current revision is read first and, on REVISION_CONFLICT (a tick or

@@ -15,6 +15,36 @@ int Fail(Context& ctx, const CallOutcome& outcome) {
   return outcome.exit_code;
 }
 
+void AddMetricsFlags(CLI::App* cmd, MetricsFlags* flags) {
+  cmd->add_option("--metrics-port", flags->port,
+                  "Serve this process's client metrics (Prometheus text) on GET /metrics at this "
+                  "port (0: a free port, printed on stderr); off when not given")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--metrics-host", flags->host,
+                  "Address the metrics listener binds (0.0.0.0: every interface)")
+      ->capture_default_str();
+}
+
+int StartMetrics(const MetricsFlags& flags, const MetricsRegistry& registry, Context& ctx,
+                 std::unique_ptr<MetricsServer>* server) {
+  server->reset();
+  if (flags.port < 0) return kExitOk;
+  MetricsServerOptions options;
+  options.host = flags.host;
+  options.port = static_cast<uint16_t>(flags.port);
+  std::string error;
+  *server = MetricsServer::Start(options, registry, &error);
+  if (*server == nullptr) {
+    *ctx.err << "rsc: " << error << "\n";
+    return kExitUsage;
+  }
+  const bool v6 = flags.host.find(':') != std::string::npos;
+  *ctx.err << "rsc: metrics on http://" << (v6 ? "[" + flags.host + "]" : flags.host) << ":"
+           << (*server)->port() << "/metrics\n";
+  ctx.err->flush();
+  return kExitOk;
+}
+
 namespace {
 
 // The group's current revision, or the failed describe.

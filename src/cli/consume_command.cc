@@ -1,6 +1,7 @@
 // `rsc consume`: join a group through the Consumer runtime (include/rsc/consumer.h) and
 // print every message it is given, one line each (JSON lines with --json), until Ctrl-C,
 // --max messages or --seconds. Leaving is clean: drain, XACK, report REVOKED, leave.
+// --metrics-port serves the consumer's metrics meanwhile (include/rsc/metrics.h, SPEC O2).
 
 #include <signal.h>
 
@@ -22,6 +23,7 @@ struct ConsumeOpts {
   std::string stream, group, redis_url, instance_id;
   int64_t max = 0;      // 0 = no limit
   int64_t seconds = 0;  // 0 = until a signal
+  MetricsFlags metrics;
 };
 
 int RunConsume(const ConsumeOpts& o, Context& ctx) {
@@ -71,6 +73,10 @@ int RunConsume(const ConsumeOpts& o, Context& ctx) {
     return kExitUsage;
   }
   Consumer& consumer = *created.value();
+  MetricsRegistry registry;
+  registry.Add(consumer);
+  std::unique_ptr<MetricsServer> metrics;
+  if (int rc = StartMetrics(o.metrics, registry, ctx, &metrics); rc != kExitOk) return rc;
   consumer.Start();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.seconds);
   for (;;) {
@@ -80,6 +86,7 @@ int RunConsume(const ConsumeOpts& o, Context& ctx) {
     if (o.seconds > 0 && std::chrono::steady_clock::now() >= deadline) break;
   }
   consumer.Stop();
+  if (metrics) metrics->Stop();
   *ctx.err << "rsc: consume: " << seen.load() << " messages; left the group cleanly\n";
   return kExitOk;
 }
@@ -100,6 +107,7 @@ void AddConsumeCommand(CLI::App& app, Command* selected) {
                   "Static membership: a restart with the same id takes the old place");
   cmd->add_option("--max", o->max, "Stop after this many messages (0 = no limit)");
   cmd->add_option("--seconds", o->seconds, "Stop after this long (0 = until Ctrl-C)");
+  AddMetricsFlags(cmd, &o->metrics);
   cmd->callback([o, selected] { *selected = [o](Context& ctx) { return RunConsume(*o, ctx); }; });
 }
 

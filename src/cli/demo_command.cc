@@ -6,6 +6,8 @@
 // SPEC K5). Every second it prints one line: rates, lag, duplicates, per-key order
 // violations, each consumer's assignment epoch, shards and rate, and the last event.
 // SIGINT/SIGTERM (or --seconds) stops everything cleanly and prints a summary.
+// --metrics-port serves the producer's and consumers' metrics meanwhile (include/rsc/metrics.h,
+// SPEC O2), each consumer labelled with its slot name.
 //
 // Per-key order check: the producer numbers the messages of each key 1, 2, 3, ... (a number
 // is only used again when its publish failed, so a key's numbers in the stream have no
@@ -50,6 +52,7 @@ struct DemoOpts {
   int64_t seconds = 0;
   int event_seconds = 10;
   int keys = 32;
+  MetricsFlags metrics;
 };
 
 // Shared by every consumer's handler.
@@ -96,6 +99,7 @@ class Demo {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+    if (int rc = StartMetrics(o_.metrics, registry_, ctx_, &metrics_); rc != kExitOk) return rc;
     if (int rc = CreateGroup(); rc != kExitOk) return rc;
     if (int rc = StartProducer(); rc != kExitOk) return rc;
     for (int i = 0; i < o_.consumers; ++i) AddConsumer(false);
@@ -160,6 +164,7 @@ class Demo {
       return kExitUsage;
     }
     producer_ = std::move(created.value());
+    registry_.Add(*producer_);
     if (!producer_->WaitForRouting(ctx_.timeout)) {
       *ctx_.err << "rsc: demo: no routing for " << o_.stream << "/" << o_.group << ": "
                 << producer_->Metrics().last_refresh_error << "\n";
@@ -256,6 +261,9 @@ class Demo {
       return false;
     }
     slot.consumer = std::move(created.value());
+    // Consumers of one group: the slot name tells their series apart (before a join their
+    // member ids are all empty, and a restart reuses its instance id).
+    registry_.Add(*slot.consumer, {{"consumer", slot.name}});
     slot.consumer->Start();
     slot.state = "running";
     return true;
@@ -275,6 +283,7 @@ class Demo {
     const Clock::time_point t0 = Clock::now();
     stoppers_.emplace_back([this, slot, consumer, kill, t0] {
       consumer->Stop();
+      registry_.Remove(*consumer);  // before a restart of the slot registers its successor
       const int64_t ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
       std::lock_guard<std::mutex> lock(mu_);
@@ -460,6 +469,11 @@ class Demo {
   std::string event_;
   Clock::time_point event_at_ = Clock::now();
   std::string last_publish_error_;
+
+  // Last, so they go first: the listener stops before the registry, and both before the
+  // clients the registry points to.
+  MetricsRegistry registry_;
+  std::unique_ptr<MetricsServer> metrics_;
 };
 
 }  // namespace
@@ -496,6 +510,7 @@ void AddDemoCommand(CLI::App& app, Command* selected) {
   cmd->add_option("--keys", o->keys, "Distinct message keys")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
+  AddMetricsFlags(cmd, &o->metrics);
   cmd->callback([o, selected] {
     *selected = [o](Context& ctx) {
       Demo demo(*o, ctx);

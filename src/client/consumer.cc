@@ -259,6 +259,8 @@ class Consumer::Impl : public client::ConsumerPorts {
     // than the one MayRead grants.
     const client::ConsumerStatus st = runtime_->core().Status(client::SteadyNowMsCeil());
     ConsumerStatus out;
+    out.stream = options_.stream;
+    out.group = options_.group;
     out.started = started_;
     out.stopped = stopped_;
     out.phase = std::string(client::ConsumerPhaseName(st.phase));

@@ -342,6 +342,8 @@ class Producer::Impl : public client::ProducerPorts {
     const client::ProducerCore& core = runtime_.core();
     const client::ProducerCoreMetrics m = core.Metrics(client::SteadyNowMsCeil());
     ProducerMetrics out;
+    out.stream = options_.stream;
+    out.group = options_.group;
     out.has_routing = m.has_routing;
     out.metadata_version = m.metadata_version;
     out.shard_count = core.has_routing() ? core.routing()->shard_count : 0;

@@ -25,6 +25,7 @@
 
 #include "integration/harness.h"
 #include "support/fault_proxy.h"
+#include "support/prometheus_text.h"
 
 extern char** environ;
 
@@ -432,6 +433,49 @@ TEST_F(CliTest, ConsumeReceivesWhatProduceSentAndLeavesCleanly) {
   // The consumer left: the group has no members any more.
   const json::value view = DescribeJson();
   EXPECT_TRUE(view.at("members").as_array().empty()) << json::serialize(view);
+}
+
+// SPEC O2: `rsc consume --metrics-port` serves the consumer's metrics (Prometheus text) over
+// HTTP while it runs, and the counts move with what it consumes.
+TEST_F(CliTest, ConsumeServesItsMetricsOnMetricsPort) {
+  ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "4"}).exit_code, 0);
+  const int port = DeadPort();  // free now: rsc binds it
+  // Ends at the 6th message, after the scrapes below saw the first 5.
+  auto consumer = std::async(std::launch::async, [&] {
+    return Rsc({"consume", kP, kG, "--redis", redis_.Url(), "--max", "6", "--seconds", "60",
+                "--metrics-port", std::to_string(port)});
+  });
+  HttpClient http(port, 2s);
+  rsc::testing::PromExposition e;
+  auto scrape = [&] {
+    const HttpResult r = http.Get("/metrics");
+    if (r.status != 200) return false;
+    e = rsc::testing::ParsePrometheusText(r.body);
+    for (const std::string& error : e.errors) ADD_FAILURE() << error << "\n" << r.body;
+    return e.errors.empty();
+  };
+  const std::vector<std::pair<std::string, std::string>> labels = {{"stream", kP}, {"group", kG}};
+  ASSERT_TRUE(
+      WaitFor([&] { return scrape() && e.Value("rsc_consumer_reading_shards", labels) == 4; }, 20s,
+              "rsc consume's /metrics shows its consumer reading the 4 shards"));
+  EXPECT_GT(e.Value("rsc_consumer_assignment_lease_remaining_seconds", labels).value_or(0), 0);
+  EXPECT_EQ(e.Value("rsc_consumer_messages_handled_total", labels), 0);
+  RscRun p = Rsc({"produce", kP, kG, "--redis", redis_.Url(), "--value", "v", "--count", "5"});
+  ASSERT_EQ(p.exit_code, 0) << p.Describe();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return scrape() && e.Value("rsc_consumer_messages_acked_total", labels) == 5 &&
+               e.Value("rsc_consumer_messages_handled_total", labels) == 5;
+      },
+      20s, "rsc consume's /metrics counts the 5 messages handled and acknowledged"));
+  p = Rsc({"produce", kP, kG, "--redis", redis_.Url(), "--value", "last", "--count", "1"});
+  ASSERT_EQ(p.exit_code, 0) << p.Describe();
+  ASSERT_EQ(consumer.wait_for(60s), std::future_status::ready) << "the consumer did not end";
+  RscRun c = consumer.get();
+  EXPECT_EQ(c.exit_code, 0) << c.Describe();
+  EXPECT_NE(c.err.find("rsc: metrics on http://127.0.0.1:" + std::to_string(port) + "/metrics"),
+            std::string::npos)
+      << c.Describe();
 }
 
 // SPEC RS1: `rsc reshard` waits until every group with a live member reads every child
