@@ -102,24 +102,24 @@ std::string FormatGroupView(const GroupView& v) {
 
   Table members(
       {"MEMBER", "EPOCH", "INSTANCE", "ASSIGNED", "PENDING", "REVOKING", "LEASE", "FLAGS"});
-  // The view lists shards per member; the shards table wants the reverse. A shard a member
-  // must release (revoking) is still read by it, and pending is where it goes next.
-  std::map<int32_t, std::string> owner, target;
   for (const MemberView& m : v.members) {
     members.AddRow({m.member_id, std::to_string(m.member_epoch), OrDash(m.instance_id),
                     FormatShardSet(m.assigned_shards), FormatShardSet(m.pending_shards),
                     FormatShardSet(m.revoking_shards), FormatLeaseMs(m.lease_remaining_ms),
                     MemberFlags(m)});
-    for (int32_t s : m.assigned_shards) owner[s] = target[s] = m.member_id;
-    for (int32_t s : m.revoking_shards) owner[s] = m.member_id;
-    for (int32_t s : m.pending_shards) target[s] = m.member_id;
   }
 
-  Table shards({"SHARD", "STREAM KEY", "OWNER", "TARGET"});
-  for (const RoutingShard& s : v.shards) {
-    const std::string& o = owner[s.id];
-    const std::string& t = target[s.id];
-    shards.AddRow({std::to_string(s.id), s.stream, OrDash(o), o == t ? "" : OrDash(t)});
+  // SPEC O1: state, owner and the backlog per shard ("-": Redis could not tell).
+  auto figure = [](const std::optional<int64_t>& n) { return n ? std::to_string(*n) : "-"; };
+  Table shards({"SHARD", "GEN", "STREAM KEY", "STATE", "OWNER", "TARGET", "LAG", "PENDING",
+                "OLDEST PENDING"});
+  for (const ShardView& s : v.shards) {
+    std::string state = s.state;
+    if (!s.waiting_for.empty()) state += " (" + FormatShardSet(s.waiting_for) + ")";
+    shards.AddRow({std::to_string(s.id), std::to_string(s.generation), s.stream, state,
+                   OrDash(s.owner), s.owner == s.target ? "" : OrDash(s.target), figure(s.lag),
+                   figure(s.pending),
+                   s.oldest_pending_ms ? FormatLeaseMs(*s.oldest_pending_ms) : "-"});
   }
 
   std::string out = header.Render() + "\n";

@@ -1352,12 +1352,28 @@ GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Li
   }
   v.correction_round = m.round;
   v.generations = GenerationViews(m);
+  std::map<int32_t, const std::vector<int32_t>*> waiting;  // generation → its parents left
+  for (const GroupGenerationView& g : v.generations) waiting[g.generation] = &g.waiting_for;
   for (const ShardState& sh : m.shards) {
-    if (sh.generation == m.active_generation) v.shards.push_back(RoutingShard{sh.id, sh.stream});
+    ShardView s{sh.id, sh.stream, sh.generation, sh.owner, sh.target, "", {}, {}, {}, {}};
+    if (sh.completed) {
+      s.state = "COMPLETED";
+    } else if (!waiting[sh.generation]->empty()) {
+      s.state = "WAITING_PARENTS";
+      s.waiting_for = *waiting[sh.generation];
+    } else if (sh.owner.empty()) {
+      s.state = "UNASSIGNED";
+    } else {
+      s.state = sh.owner == sh.target ? "ASSIGNED" : "DRAINING";
+    }
+    v.shards.push_back(std::move(s));
     if (sh.taken_ms != 0) {
       v.taken_shards.push_back(TakenShardView{sh.id, sh.owner, sh.taken_ms, sh.release_at_ms});
     }
   }
+  std::stable_sort(v.shards.begin(), v.shards.end(), [](const ShardView& a, const ShardView& b) {
+    return a.generation < b.generation;
+  });
   return v;
 }
 

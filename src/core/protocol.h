@@ -144,6 +144,26 @@ struct GroupGenerationView {
   bool operator==(const GroupGenerationView&) const = default;
 };
 
+// One shard of a group in its view (SPEC O1): every shard the group holds, oldest generation
+// first. `state`: ASSIGNED (an owner reads it), UNASSIGNED (no owner; `target` may name the
+// member it goes to), DRAINING (its owner must release it to `target`), WAITING_PARENTS (a
+// child whose parents are not all read to their end: `waiting_for`), COMPLETED (a sealed
+// shard read to its end). The backlog figures are Redis's, read when the view is made;
+// absent when they could not be read (or the Redis version has no lag).
+struct ShardView {
+  int32_t id = 0;
+  std::string stream;
+  int32_t generation = 0;
+  std::string owner;
+  std::string target;
+  std::string state;
+  std::vector<int32_t> waiting_for;
+  std::optional<int64_t> lag;                // XINFO GROUPS lag of consumer group G
+  std::optional<int64_t> pending;            // its pending entries (PEL size)
+  std::optional<int64_t> oldest_pending_ms;  // idle time of the oldest pending entry
+  bool operator==(const ShardView&) const = default;
+};
+
 struct GroupView {
   std::string stream;
   std::string group;
@@ -155,7 +175,7 @@ struct GroupView {
   GroupConfig config;
   std::vector<MemberView> members;
   std::optional<CorrectionRound> correction_round;
-  std::vector<RoutingShard> shards;
+  std::vector<ShardView> shards;                 // every shard, oldest generation first
   std::vector<TakenShardView> taken_shards;      // "takenShards", omitted when empty
   std::vector<GroupGenerationView> generations;  // oldest first; absent before layouts
 };

@@ -447,6 +447,47 @@ std::vector<RoutingShard> ReadRoutingShards(Reader& r, const json::object& o) {
   return out;
 }
 
+json::array ShardViews(const std::vector<ShardView>& shards) {
+  json::array a;
+  a.reserve(shards.size());
+  for (const ShardView& s : shards) {
+    json::object e{{"id", s.id},       {"stream", s.stream}, {"generation", s.generation},
+                   {"owner", s.owner}, {"target", s.target}, {"state", s.state}};
+    if (!s.waiting_for.empty()) e["waitingFor"] = ShardArray(s.waiting_for);
+    if (s.lag) e["lag"] = *s.lag;
+    if (s.pending) e["pending"] = *s.pending;
+    if (s.oldest_pending_ms) e["oldestPendingMs"] = *s.oldest_pending_ms;
+    a.push_back(std::move(e));
+  }
+  return a;
+}
+
+std::vector<ShardView> ReadShardViews(Reader& r, const json::object& o) {
+  std::vector<ShardView> out;
+  const json::array* a = r.Array(o, "shards", "", true, kMaxReportedShards);
+  for (size_t i = 0; a != nullptr && i < a->size() && r.ok(); ++i) {
+    const std::string path = Index("shards", i);
+    const json::object* e = r.Object((*a)[i], path);
+    if (e == nullptr) break;
+    ShardView s;
+    s.id = static_cast<int32_t>(r.Int(*e, "id", path, 0, kMaxShardId, true).value_or(0));
+    s.stream = r.AnyString(*e, "stream", path, true).value_or("");
+    s.generation =
+        static_cast<int32_t>(r.Int(*e, "generation", path, 0, kMaxShardId, false).value_or(0));
+    s.owner = r.AnyString(*e, "owner", path, false).value_or("");
+    s.target = r.AnyString(*e, "target", path, false).value_or("");
+    s.state = r.AnyString(*e, "state", path, false).value_or("");
+    for (int64_t w : r.IntArray(*e, "waitingFor", path, 0, kMaxShardId, false)) {
+      s.waiting_for.push_back(static_cast<int32_t>(w));
+    }
+    s.lag = r.Int(*e, "lag", path, 0, kInt64Max, false);
+    s.pending = r.Int(*e, "pending", path, 0, kInt64Max, false);
+    s.oldest_pending_ms = r.Int(*e, "oldestPendingMs", path, 0, kInt64Max, false);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::vector<int32_t> ReadShardList(Reader& r, const json::object& o, std::string_view key,
                                    std::string_view prefix) {
   std::vector<int32_t> out;
@@ -810,7 +851,7 @@ std::string SerializeGroupView(const GroupView& view) {
                  {"config", ConfigObject(view.config)},
                  {"members", std::move(members)},
                  {"correctionRound", RoundObject(view.correction_round)},
-                 {"shards", RoutingShards(view.shards)}};
+                 {"shards", ShardViews(view.shards)}};
   if (!view.taken_shards.empty()) {
     json::array taken;
     for (const TakenShardView& t : view.taken_shards) {
@@ -856,7 +897,7 @@ Result<GroupView> ParseGroupView(std::string_view body) {
       v.members.push_back(ReadMember(r, (*members)[i], Index("members", i)));
     }
     v.correction_round = ReadRound(r, o);
-    v.shards = ReadRoutingShards(r, o);
+    v.shards = ReadShardViews(r, o);
     const json::array* taken = r.Array(o, "takenShards", "", false, kMaxReportedShards);
     for (size_t i = 0; taken != nullptr && i < taken->size() && r.ok(); ++i) {
       const std::string path = Index("takenShards", i);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "core/shard_keys.h"
@@ -27,6 +28,15 @@ struct GroupProgress {
   int64_t pending = 0;
   // RS3: the group delivered the seal and has nothing pending.
   bool Complete() const { return exists && last_delivered_id == kSealId && pending == 0; }
+};
+
+// One shard's backlog for one consumer group (SPEC O1).
+struct ShardBacklog {
+  bool exists = false;                    // the stream and the group exist
+  std::optional<int64_t> lag;             // XINFO GROUPS lag; none when Redis cannot tell (< 7.0,
+                                          // or entries deleted inside the unread range)
+  int64_t pending = 0;                    // the PEL's size
+  std::optional<int64_t> oldest_idle_ms;  // idle time of the oldest pending entry
 };
 
 class StreamAdmin {
@@ -51,6 +61,14 @@ class StreamAdmin {
   // D2: the masters of a Redis Cluster and the slots each serves, read afresh (a new
   // generation's keys are spread over them, core/shard_keys.h); empty on one server.
   virtual Result<SlotPlacement> Placement() { return SlotPlacement{}; }
+  // O1: the backlog of `group` on each key, in order (pipelined per node: the group view and
+  // every tick read it for all of a group's shards). A key that cannot be read is an error
+  // in its place; the others still come. Default: not supported (every entry an error).
+  virtual std::vector<Result<ShardBacklog>> Backlogs(const std::vector<std::string>& keys,
+                                                     const std::string& /*group*/) {
+    return std::vector<Result<ShardBacklog>>(
+        keys.size(), MakeError(ErrorCode::kInternal, "backlogs are not read by this store"));
+  }
 };
 
 }  // namespace rsc

@@ -54,33 +54,91 @@ Result<bool> RedisStreamAdmin::Seal(const std::string& key, int32_t generation) 
   return Failed("XADD seal", key, r.str);
 }
 
-Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const std::string& group) {
-  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"XINFO", "GROUPS", key}, CommandKind::kRead));
-  GroupProgress p;
-  if (r.IsError()) {
-    if (r.str.find("no such key") != std::string::npos) return p;
-    return Failed("XINFO GROUPS", key, r.str);
-  }
+namespace {
+
+// Consumer group `group` in an XINFO GROUPS reply; nullopt when it is not listed.
+struct GroupInfo {
+  std::string last_delivered_id;
+  int64_t pending = 0;
+  std::optional<int64_t> lag;
+};
+Result<std::optional<GroupInfo>> FindGroup(const Reply& r, const std::string& key,
+                                           const std::string& group) {
   if (!r.IsArray()) return Failed("XINFO GROUPS", key, "unexpected reply type");
   for (const Reply& g : r.elements) {
     // Each group is a flat list of field, value pairs (RESP2).
-    std::string name, last;
+    std::string name;
+    GroupInfo info;
     int64_t pending = -1;
     for (size_t i = 0; i + 1 < g.elements.size(); i += 2) {
       const std::string& f = g.elements[i].str;
       const Reply& v = g.elements[i + 1];
       if (f == "name") name = v.str;
-      if (f == "last-delivered-id") last = v.str;
+      if (f == "last-delivered-id") info.last_delivered_id = v.str;
       if (f == "pending") pending = v.integer;
+      if (f == "lag" && v.IsInteger()) info.lag = v.integer;
     }
     if (name != group) continue;
     if (pending < 0) return Failed("XINFO GROUPS", key, "group entry without pending");
-    p.exists = true;
-    p.last_delivered_id = last;
-    p.pending = pending;
-    return p;
+    info.pending = pending;
+    return std::optional<GroupInfo>(std::move(info));
   }
+  return std::optional<GroupInfo>();
+}
+
+bool NoSuchKey(const Reply& r) { return r.str.find("no such key") != std::string::npos; }
+
+}  // namespace
+
+Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const std::string& group) {
+  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"XINFO", "GROUPS", key}, CommandKind::kRead));
+  GroupProgress p;
+  if (r.IsError()) {
+    if (NoSuchKey(r)) return p;
+    return Failed("XINFO GROUPS", key, r.str);
+  }
+  RSC_ASSIGN_OR_RETURN(std::optional<GroupInfo> g, FindGroup(r, key, group));
+  if (!g) return p;
+  p.exists = true;
+  p.last_delivered_id = g->last_delivered_id;
+  p.pending = g->pending;
   return p;
+}
+
+std::vector<Result<ShardBacklog>> RedisStreamAdmin::Backlogs(const std::vector<std::string>& keys,
+                                                             const std::string& group) {
+  std::vector<KeyedCommand> cmds;
+  cmds.reserve(2 * keys.size());
+  for (const std::string& key : keys) {
+    cmds.push_back({key, {"XINFO", "GROUPS", key}});
+    cmds.push_back({key, {"XPENDING", key, group, "-", "+", "1"}});
+  }
+  std::vector<Result<Reply>> replies = executor_.RunBatch(cmds, CommandKind::kRead);
+  std::vector<Result<ShardBacklog>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.push_back([&]() -> Result<ShardBacklog> {
+      RSC_ASSIGN_OR_RETURN(Reply info, std::move(replies[2 * i]));
+      ShardBacklog b;
+      if (info.IsError()) {
+        if (NoSuchKey(info)) return b;
+        return Failed("XINFO GROUPS", keys[i], info.str);
+      }
+      RSC_ASSIGN_OR_RETURN(std::optional<GroupInfo> g, FindGroup(info, keys[i], group));
+      if (!g) return b;
+      b.exists = true;
+      b.lag = g->lag;
+      b.pending = g->pending;
+      RSC_ASSIGN_OR_RETURN(Reply oldest, std::move(replies[2 * i + 1]));
+      // [[id, consumer, idle ms, deliveries]] or [] (nothing pending).
+      if (oldest.IsArray() && !oldest.elements.empty() && oldest.elements[0].elements.size() >= 3 &&
+          oldest.elements[0].elements[2].IsInteger()) {
+        b.oldest_idle_ms = oldest.elements[0].elements[2].integer;
+      }
+      return b;
+    }());
+  }
+  return out;
 }
 
 Result<bool> RedisStreamAdmin::TrimSealed(const std::string& key, int32_t generation) {

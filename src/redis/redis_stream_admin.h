@@ -21,6 +21,8 @@ class RedisStreamAdmin : public StreamAdmin {
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override;
   Result<bool> TrimSealed(const std::string& key, int32_t generation) override;
   Result<SlotPlacement> Placement() override { return executor_.SlotsByMaster(); }
+  std::vector<Result<ShardBacklog>> Backlogs(const std::vector<std::string>& keys,
+                                             const std::string& group) override;
 
  private:
   Executor& executor_;

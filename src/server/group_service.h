@@ -44,6 +44,9 @@ class ServiceObserver {
   // Once per stream tick of a stream with a layout: (group, sealed shard) pairs not read to
   // their end yet (RS3), 0 when no generation is sealed.
   virtual void OnStreamState(const std::string& /*stream*/, int64_t /*parents_incomplete*/) {}
+  // Once per tick per group where Redis backlogs are read: the group's shards with their
+  // lag, pending and oldest pending age (O1).
+  virtual void OnGroupBacklog(const GroupKey&, const std::vector<ShardView>& /*shards*/) {}
 };
 
 // The pure core's mutating decisions as GroupService calls them. Production uses
@@ -125,6 +128,9 @@ class GroupService : public CoordinatorApi {
 
  private:
   std::shared_ptr<std::mutex> MonitorFor(const GroupKey& key);
+  // O1: lag, pending and the oldest pending entry's idle time of every shard in the view,
+  // read from Redis (best effort: a shard that cannot be read keeps none).
+  void FillBacklog(GroupView& view);
 
   // Group commit for heartbeats: concurrent heartbeats of one group queue up, and one
   // thread (the leader) decides them in order against one load and commits them with one

@@ -59,6 +59,7 @@ struct Flags {
   int64_t shutdown_grace_ms = 5000;
   int64_t tick_interval_ms = 1000;
   int64_t retired_retention_ms = 3'600'000;
+  bool shard_metrics = false;
   std::string log_level = "info";
 };
 
@@ -130,6 +131,9 @@ int main(int argc, char** argv) {
                  "(never less than the stream's routingLeaseMs; SPEC RS5)")
       ->check(CLI::Range(int64_t{0}, int64_t{365} * 24 * 3'600'000))
       ->capture_default_str();
+  app.add_flag("--shard-metrics", f.shard_metrics,
+               "Also export lag and pending per shard (rsc_shard_lag, rsc_shard_pending: one "
+               "series per shard of every group; the per-group sums are always exported)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -239,7 +243,7 @@ int main(int argc, char** argv) {
 
   rsc::SystemClock clock;
   rsc::RandomTokens tokens;
-  rsc::MetricsObserver observer(metrics);
+  rsc::MetricsObserver observer(metrics, f.shard_metrics);
   rsc::ShutdownGate gate;
   rsc::redis::RedisStore& redis_store = **store;
   // L4 while running: `check` and its connection are the watch's alone (it serializes checks).

@@ -77,6 +77,20 @@ struct Metrics::Impl {
                   "Oldest member heartbeat age in the group, seconds, as of the last load");
   Family<Gauge>& revoking_shards =
       GaugeFamily(registry, "rsc_revoking_shards", "Shards being drained in the group");
+  Family<Gauge>& group_lag = GaugeFamily(
+      registry, "rsc_group_lag",
+      "Entries not yet delivered to the group, summed over its shards (XINFO GROUPS lag)");
+  Family<Gauge>& group_pending = GaugeFamily(registry, "rsc_group_pending",
+                                             "Entries delivered to the group and not acknowledged");
+  Family<Gauge>& group_oldest_pending =
+      GaugeFamily(registry, "rsc_group_oldest_pending_seconds",
+                  "Idle time of the group's oldest pending entry, seconds");
+  Family<Gauge>& shard_lag = GaugeFamily(registry, "rsc_shard_lag",
+                                         "Entries not yet delivered to the group on the shard "
+                                         "(only with --shard-metrics)");
+  Family<Gauge>& shard_pending =
+      GaugeFamily(registry, "rsc_shard_pending",
+                  "Pending entries of the group on the shard (only with --shard-metrics)");
   Family<Gauge>& parents_incomplete =
       GaugeFamily(registry, "rsc_reshard_parents_incomplete",
                   "Sealed shards of the stream not yet read to their end, summed over its groups "
@@ -174,10 +188,41 @@ void Metrics::SetReshardParentsIncomplete(const std::string& stream, int64_t pai
   impl_->parents_incomplete.Add({{"stream", stream}}).Set(static_cast<double>(pairs));
 }
 
+void Metrics::SetGroupBacklog(const GroupKey& key, int64_t lag, int64_t pending,
+                              double oldest_seconds) {
+  impl_->group_lag.Add(GroupLabels(key)).Set(static_cast<double>(lag));
+  impl_->group_pending.Add(GroupLabels(key)).Set(static_cast<double>(pending));
+  impl_->group_oldest_pending.Add(GroupLabels(key)).Set(oldest_seconds);
+}
+
+namespace {
+prometheus::Labels ShardLabels(const GroupKey& key, int32_t shard) {
+  return {{"stream", key.stream}, {"group", key.group}, {"shard", std::to_string(shard)}};
+}
+}  // namespace
+
+void Metrics::SetShardBacklog(const GroupKey& key, int32_t shard, std::optional<int64_t> lag,
+                              int64_t pending) {
+  if (lag) {
+    impl_->shard_lag.Add(ShardLabels(key, shard)).Set(static_cast<double>(*lag));
+  } else {
+    impl_->shard_lag.Remove(&impl_->shard_lag.Add(ShardLabels(key, shard)));
+  }
+  impl_->shard_pending.Add(ShardLabels(key, shard)).Set(static_cast<double>(pending));
+}
+
+void Metrics::ForgetShard(const GroupKey& key, int32_t shard) {
+  impl_->shard_lag.Remove(&impl_->shard_lag.Add(ShardLabels(key, shard)));
+  impl_->shard_pending.Remove(&impl_->shard_pending.Add(ShardLabels(key, shard)));
+}
+
 void Metrics::ForgetGroup(const GroupKey& key) {
   // Add() returns the existing series (or a fresh one), which Remove() then drops.
   impl_->heartbeat_age.Remove(&impl_->heartbeat_age.Add(GroupLabels(key)));
   impl_->revoking_shards.Remove(&impl_->revoking_shards.Add(GroupLabels(key)));
+  impl_->group_lag.Remove(&impl_->group_lag.Add(GroupLabels(key)));
+  impl_->group_pending.Remove(&impl_->group_pending.Add(GroupLabels(key)));
+  impl_->group_oldest_pending.Remove(&impl_->group_oldest_pending.Add(GroupLabels(key)));
 }
 
 void Metrics::OnRegression(std::string_view kind) {

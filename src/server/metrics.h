@@ -69,12 +69,23 @@
 //                                               stream tick (children wait for them; a
 //                                               value that stays up is a reshard that
 //                                               does not finish: runbook 7a)
+//   rsc_group_lag{stream,group}                 gauge: entries not yet delivered to the
+//                                               group, summed over its shards (XINFO
+//                                               GROUPS lag; shards where Redis cannot
+//                                               tell count 0), every tick (O1)
+//   rsc_group_pending{stream,group}             gauge: delivered, not acknowledged (PELs)
+//   rsc_group_oldest_pending_seconds{stream,group}
+//                                               gauge: idle time of the oldest pending
+//                                               entry over the group's shards
+//   rsc_shard_lag{stream,group,shard}           the same per shard, only with
+//   rsc_shard_pending{stream,group,shard}       --shard-metrics (one series per shard)
 //   rsc_ticks_total                             tick passes run
 //
 // Thread safety: every method may be called concurrently from any thread.
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -110,6 +121,12 @@ class Metrics {
   void SetRevokingShards(const GroupKey& key, int64_t shards);
   // (group, sealed shard) pairs not complete yet, per stream (rsc_reshard_parents_incomplete).
   void SetReshardParentsIncomplete(const std::string& stream, int64_t pairs);
+  // O1: the group's summed lag and pending and its oldest pending entry's idle time.
+  void SetGroupBacklog(const GroupKey& key, int64_t lag, int64_t pending, double oldest_seconds);
+  // Per shard (--shard-metrics); a shard whose lag Redis cannot tell gets no lag series.
+  void SetShardBacklog(const GroupKey& key, int32_t shard, std::optional<int64_t> lag,
+                       int64_t pending);
+  void ForgetShard(const GroupKey& key, int32_t shard);
   void ForgetGroup(const GroupKey& key);     // drops the per-group series (deleted group)
   void OnRegression(std::string_view kind);  // "ahead" | "diverged"
   void OnClientVersionAhead();

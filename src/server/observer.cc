@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <iterator>
+
 namespace rsc {
 
 void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& events) {
@@ -88,6 +91,31 @@ void MetricsObserver::OnLoadError(const GroupKey& key, const Error& e) {
     metrics_.OnMetadataMissing();
     spdlog::error("event=metadata_missing group={} message=\"{}\"", key.Tag(), e.message);
   }
+}
+
+void MetricsObserver::OnGroupBacklog(const GroupKey& key, const std::vector<ShardView>& shards) {
+  int64_t lag = 0, pending = 0, oldest_ms = 0;
+  std::set<int32_t> present;
+  for (const ShardView& s : shards) {
+    lag += s.lag.value_or(0);
+    pending += s.pending.value_or(0);
+    oldest_ms = std::max(oldest_ms, s.oldest_pending_ms.value_or(0));
+    if (shard_metrics_ && (s.lag || s.pending)) {
+      metrics_.SetShardBacklog(key, s.id, s.lag, s.pending.value_or(0));
+      present.insert(s.id);
+    }
+  }
+  metrics_.SetGroupBacklog(key, lag, pending, static_cast<double>(oldest_ms) / 1000.0);
+  if (!shard_metrics_) return;
+  std::set<int32_t> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::set<int32_t>& had = shard_series_[key.Tag()];
+    std::set_difference(had.begin(), had.end(), present.begin(), present.end(),
+                        std::inserter(gone, gone.end()));
+    had = std::move(present);
+  }
+  for (int32_t id : gone) metrics_.ForgetShard(key, id);  // retired, or unreadable now
 }
 
 void MetricsObserver::OnGroupState(const GroupKey& key, const GroupMetadata& m,

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "server/group_service.h"
 #include "server/metrics.h"
@@ -12,7 +13,9 @@ namespace rsc {
 
 class MetricsObserver : public ServiceObserver {
  public:
-  explicit MetricsObserver(Metrics& metrics) : metrics_(metrics) {}
+  // `shard_metrics`: also the per-shard backlog series (cardinality: one per shard).
+  explicit MetricsObserver(Metrics& metrics, bool shard_metrics = false)
+      : metrics_(metrics), shard_metrics_(shard_metrics) {}
 
   void OnEvents(const GroupKey& key, const std::vector<Event>& events) override;
   void OnHeartbeat(const GroupKey& key, std::string_view status) override;
@@ -27,11 +30,14 @@ class MetricsObserver : public ServiceObserver {
   void OnStreamState(const std::string& stream, int64_t parents_incomplete) override {
     metrics_.SetReshardParentsIncomplete(stream, parents_incomplete);
   }
+  void OnGroupBacklog(const GroupKey& key, const std::vector<ShardView>& shards) override;
 
  private:
   Metrics& metrics_;
+  const bool shard_metrics_;
   std::mutex mu_;
-  std::map<std::string, bool> round_active_;  // by group tag; guarded by mu_
+  std::map<std::string, std::set<int32_t>> shard_series_;  // by group tag; guarded by mu_
+  std::map<std::string, bool> round_active_;               // by group tag; guarded by mu_
   std::function<int64_t()> script_reloads_;
   int64_t script_reloads_seen_ = 0;  // guarded by mu_
 };

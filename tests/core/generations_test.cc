@@ -14,6 +14,13 @@
 namespace rsc {
 namespace {
 
+// "id:STATE" of every shard in a group view (SPEC O1), in view order.
+std::vector<std::string> States(const GroupView& v) {
+  std::vector<std::string> out;
+  for (const ShardView& s : v.shards) out.push_back(std::to_string(s.id) + ":" + s.state);
+  return out;
+}
+
 using testing::CoreHarness;
 using testing::FakeMember;
 using testing::Ok;
@@ -219,6 +226,13 @@ TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
     const std::vector<GroupGenerationView> want = {{0, {0, 1, 2, 3}, {0, 1, 2}, {}},
                                                    {1, {4, 5}, {}, {3}}};
     EXPECT_EQ(v.generations, want);
+    // O1: every shard with its state, oldest generation first.
+    EXPECT_EQ(States(v),
+              (std::vector<std::string>{"0:COMPLETED", "1:COMPLETED", "2:COMPLETED", "3:ASSIGNED",
+                                        "4:WAITING_PARENTS", "5:WAITING_PARENTS"}));
+    EXPECT_EQ(v.shards[4].waiting_for, (std::vector<int32_t>{3}));
+    EXPECT_EQ(v.shards[4].generation, 1);
+    EXPECT_FALSE(v.shards[4].lag.has_value()) << "the core reads no Redis";
   }
   // A completion of an ACTIVE shard or of an unknown one is ignored.
   LayoutTick(l, 3, {{4, true}, {99, true}});
@@ -238,6 +252,8 @@ TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
   const std::string child_owner = h_.meta().FindShard(4)->owner;
   LayoutTick(l, 3, {{3, false}});
   EXPECT_EQ(h_.meta().FindShard(4)->owner, child_owner);
+  EXPECT_EQ(States(MakeGroupView(h_.meta(), StoreRevision(1), h_.Live(), h_.now()))[4],
+            "4:DRAINING");
   EXPECT_TRUE(h_.meta().FindShard(4)->target.empty()) << "a running child was not drained";
   Settle();
   EXPECT_TRUE(h_.meta().FindShard(4)->owner.empty());

@@ -202,7 +202,8 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeStreamReshardConfigFenceExportDe
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   for (const char* needle :
        {"orders/billing", "revision:", "lineage:", "assignment epoch:", "correction round:  none",
-        "MEMBER", "a-1", "SHARD  STREAM KEY", "{orders:0}", "{orders:3}"}) {
+        "MEMBER", "a-1", "SHARD  GEN  STREAM KEY  STATE     OWNER  TARGET  LAG  PENDING",
+        "0      0    {orders:0}  ASSIGNED  a-1            0    0", "{orders:3}"}) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.Describe();
   }
   EXPECT_TRUE(r.err.empty()) << r.Describe();
