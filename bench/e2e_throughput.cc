@@ -6,6 +6,9 @@
 //   scripts/netns.sh build/bench/e2e_throughput [--messages 50000] [--consumers 1,2,4]
 //       [--shards 4,16] [--size 100] [--batch 1000] [--repeat 3] [--seconds 20]
 //       [--coordinator PATH] [--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000]
+//       [--json FILE]
+//
+// --json FILE: the grid's rows (the tables below) also go to FILE as JSON (bench/run.sh).
 //
 // --reshard B1,B2,…: instead of the grid, resharding under load (issue 12's measures): per
 // backlog B, a stream of 8 shards read by 2 consumers and a producer publishing
@@ -91,6 +94,7 @@
 #include "rsc/producer.h"
 #include "rsc/routing.h"
 #include "server/embedded_redis.h"  // PickFreePort
+#include "support/processes.h"
 
 #ifndef RSC_COORDINATOR_BINARY
 #error "RSC_COORDINATOR_BINARY must be defined (bench/CMakeLists.txt)"
@@ -98,6 +102,13 @@
 
 namespace {
 
+using rsc::bench::Child;
+using rsc::bench::Die;
+using rsc::bench::HttpCall;
+using rsc::bench::LoadAverage;
+using rsc::bench::ParseList;
+using rsc::bench::ReadFile;
+using rsc::bench::WaitUntil;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -107,75 +118,6 @@ int64_t NowNs() {
 }
 
 double Seconds(int64_t ns) { return static_cast<double>(ns) / 1e9; }
-
-[[noreturn]] void Die(const std::string& why) {
-  std::fprintf(stderr, "e2e_throughput: %s\n", why.c_str());
-  std::exit(1);
-}
-
-// ── Child processes ─────────────────────────────────────────────────────────────────
-
-// A child process with stdout/stderr in `log`, killed with the bench (PR_SET_PDEATHSIG)
-// and by the destructor.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(); }
-
-  void Spawn(const std::vector<std::string>& args, const std::string& log) {
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) Die("fork failed");
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(126);
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      ::execvp(argv[0], argv.data());
-      ::_exit(127);
-    }
-  }
-  bool Exited() {
-    if (pid_ <= 0) return true;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-  // SIGTERM, then SIGKILL after 5 s.
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (Clock::now() < deadline) {
-      if (Exited()) return;
-      std::this_thread::sleep_for(milliseconds(10));  // polling a child's exit
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // ── Redis helpers ───────────────────────────────────────────────────────────────────
 
@@ -225,38 +167,6 @@ Reply GetReply(redisContext* c) {
 }
 
 // ── Minimal HTTP (group creation only) ──────────────────────────────────────────────
-
-// One HTTP/1.1 request; returns the status (-1 on a transport failure) and the body.
-int HttpCall(int port, const std::string& method, const std::string& path, const std::string& json,
-             std::string* body = nullptr) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  const std::string req = fmt::format(
-      "{} {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
-      "Content-Length: {}\r\n\r\n{}",
-      method, path, json.size(), json);
-  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
-    ::close(fd);
-    return -1;
-  }
-  std::string resp;
-  char buf[4096];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
-    resp.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  if (body != nullptr) {
-    const size_t at = resp.find("\r\n\r\n");
-    *body = at == std::string::npos ? "" : resp.substr(at + 4);
-  }
-  return resp.size() > 12 ? std::atoi(resp.c_str() + 9) : -1;
-}
 
 int HttpPost(int port, const std::string& path, const std::string& json) {
   return HttpCall(port, "POST", path, json);
@@ -386,6 +296,7 @@ struct Config {
   std::vector<int> resources;  // --resources: shard counts for the one-consumer footprint
   bool cluster = false;        // --cluster: one server vs a 3-master Redis Cluster
   std::vector<int> reshard;    // --reshard: backlogs for the resharding-under-load figures
+  std::string json;            // --json: the grid's rows also go to this file (bench/run.sh)
 };
 
 // One cell's figures: medians over the repetitions (messages/s); the ratios are medians of
@@ -507,16 +418,6 @@ bool Settled(const std::vector<std::unique_ptr<rsc::Consumer>>& consumers, int s
     hi = std::max(hi, st.reading.size());
   }
   return hi - lo <= 1 && std::all_of(seen.begin(), seen.end(), [](int x) { return x == 1; });
-}
-
-template <class Pred>
-bool WaitUntil(Pred pred, milliseconds timeout) {
-  const auto end = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() >= end) return false;
-    std::this_thread::sleep_for(milliseconds(10));  // polling consumer status
-  }
-  return true;
 }
 
 // Publishes seq [base, base + K) in batches; returns false on any failed publish.
@@ -726,21 +627,6 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
   row.p50_ms = Median(p50);
   row.p99_ms = Median(p99);
   return row;
-}
-
-// The 1-minute load average, from /proc/loadavg.
-std::string LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string one;
-  in >> one;
-  return one.empty() ? "?" : one;
-}
-
-std::vector<int> ParseList(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  for (std::string part; std::getline(in, part, ',');) out.push_back(std::atoi(part.c_str()));
-  return out;
 }
 
 // ── One server vs a 3-master Redis Cluster (--cluster) ─────────────────────────────
@@ -1160,7 +1046,35 @@ void RunReshards(int coordinator_port, const std::string& redis_url, const Confi
   }
 }
 
+// The grid's rows as JSON (--json), for bench/run.sh: messages/s, ratios, latencies.
+void WriteGridJson(const Config& cfg, const std::vector<Row>& rows, const std::string& load) {
+  boost::json::array out;
+  for (const Row& r : rows) {
+    out.push_back(boost::json::object{{"consumers", r.n},
+                                      {"shards", r.m},
+                                      {"raw_xadd", r.base_xadd},
+                                      {"raw_read_ack", r.base_read},
+                                      {"producer", r.lib_produce},
+                                      {"consumer", r.lib_consume},
+                                      {"produce_ratio", r.produce_ratio},
+                                      {"consume_ratio", r.consume_ratio},
+                                      {"live_e2e", r.live_e2e},
+                                      {"raw_bound", RawBound(r.base_xadd, r.base_read)},
+                                      {"live_ratio", r.live_ratio},
+                                      {"p50_ms", r.p50_ms},
+                                      {"p99_ms", r.p99_ms},
+                                      {"redeliveries", r.redeliveries},
+                                      {"note", r.note}});
+  }
+  rsc::bench::WriteJson(cfg.json, boost::json::object{{"benchmark", "e2e_throughput"},
+                                                      {"messages", cfg.messages},
+                                                      {"repeat", cfg.repeat},
+                                                      {"load_average_before", load},
+                                                      {"rows", std::move(out)}});
+}
+
 int main(int argc, char** argv) {
+  rsc::bench::SetProgramName("e2e_throughput");
   Config cfg;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -1187,12 +1101,15 @@ int main(int argc, char** argv) {
       cfg.resources = ParseList(argv[++i]);
     } else if (a == "--reshard" && has) {
       cfg.reshard = ParseList(argv[++i]);
+    } else if (a == "--json" && has) {
+      cfg.json = argv[++i];
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
-                   "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH] "
-                   "[--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
+          "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH] "
+          "[--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000] [--json FILE]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -1207,55 +1124,22 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
 
   // redis-server without persistence: what is measured is the library, not the disk.
-  auto port = rsc::PickFreePort();
-  if (!port.ok()) Die(port.error().message);
-  const int redis_port = *port;
   Child redis;
-  redis.Spawn({"redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no"},
-              dir + "/redis.log");
+  const int redis_port = rsc::bench::StartRedis(redis, dir);
   std::string redis_version;
-  if (!WaitUntil(
-          [&] {
-            if (redis.Exited()) Die("redis-server exited; log: " + ReadFile(dir + "/redis.log"));
-            Context c(redisConnect("127.0.0.1", redis_port));
-            if (!c || c->err) return false;
-            Reply r(static_cast<redisReply*>(redisCommand(c.get(), "INFO server")));
-            if (!r || r->type != REDIS_REPLY_STRING) return false;
-            const std::string info(r->str, r->len);
-            const size_t at = info.find("redis_version:");
-            if (at != std::string::npos) {
-              redis_version = info.substr(at + 14, info.find('\r', at) - at - 14);
-            }
-            return true;
-          },
-          milliseconds(10000))) {
-    Die("redis-server did not answer");
+  {
+    Context c = Connect(redis_port);
+    Reply r = Command(c.get(), {"INFO", "server"});
+    const std::string info = r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : "";
+    const size_t at = info.find("redis_version:");
+    if (at != std::string::npos) {
+      redis_version = info.substr(at + 14, info.find('\r', at) - at - 14);
+    }
   }
 
   // An rsc-coordinator on `url`, its log in dir/<name>.log; returns the port it listens on.
   auto start_coordinator = [&](Child& child, const std::string& url, const std::string& name) {
-    const std::string log = dir + "/" + name + ".log";
-    child.Spawn({cfg.coordinator, "--redis", url, "--listen", "127.0.0.1:0", "--tick-interval-ms",
-                 "200", "--state-dir", dir + "/" + name + "-state", "--log-level", "info"},
-                log);
-    int listening = 0;
-    if (!WaitUntil(
-            [&] {
-              if (child.Exited()) {
-                Die("rsc-coordinator (" + cfg.coordinator + ") exited; log: " + ReadFile(log));
-              }
-              constexpr std::string_view kNeedle = "event=listening address=127.0.0.1:";
-              const std::string text = ReadFile(log);
-              const size_t at = text.find(kNeedle);
-              if (at == std::string::npos) return false;
-              listening = std::atoi(text.c_str() + at + kNeedle.size());
-              return listening > 0;
-            },
-            milliseconds(15000))) {
-      Die("rsc-coordinator did not listen; log: " + ReadFile(log));
-    }
-    return listening;
+    return rsc::bench::StartCoordinator(child, cfg.coordinator, url, dir, name);
   };
   Child coordinator;
   const int coordinator_port = start_coordinator(
@@ -1386,6 +1270,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\ntotal %.1f s, load average after: %s\n",
               std::chrono::duration<double>(Clock::now() - started).count(), LoadAverage().c_str());
+  if (!cfg.json.empty()) WriteGridJson(cfg, rows, load_before);
   coordinator.Stop();
   redis.Stop();
   std::filesystem::remove_all(dir);

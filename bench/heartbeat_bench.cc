@@ -5,6 +5,12 @@
 // because this machine is noisy.
 //
 //   scripts/netns.sh build/bench/heartbeat_bench [--seconds 5] [--connections 8]
+//       [--members 10,100,1000] [--shards 64,4096] [--json FILE]
+//
+// --members and --shards take lists: one row per (members, shards) pair, in a group of its
+// own (without --shards: max(8, members) shards). "µs/hb" is the wall time per heartbeat at
+// saturation (1 / heartbeats/s with the same connections): the per-heartbeat cost whose
+// growth with the group size issue 14 bounds. --json FILE also writes the rows to FILE.
 //
 // Runs its own redis-server (EmbeddedRedis in a temp dir) and an in-process server.
 
@@ -39,124 +45,17 @@
 #include "server/observer.h"
 #include "server/shutdown_gate.h"
 #include "server/system.h"
+#include "support/heartbeat_client.h"
+#include "support/processes.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Minimal keep-alive HTTP/1.1 client over a blocking socket: enough for a benchmark
-// (Content-Length bodies only), and free of the library's own overhead.
-class MiniHttp {
- public:
-  explicit MiniHttp(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) std::abort();
-    int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  ~MiniHttp() { ::close(fd_); }
-
-  // Returns the status code; body in `body`.
-  int Post(const std::string& path, const std::string& json, std::string& body) {
-    std::string req = fmt::format(
-        "POST {} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
-        "{}\r\n\r\n{}",
-        path, json.size(), json);
-    if (::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
-      return -1;
-    }
-    return ReadResponse(body);
-  }
-
- private:
-  int ReadResponse(std::string& body) {
-    for (;;) {
-      const size_t end = buf_.find("\r\n\r\n");
-      if (end != std::string::npos) {
-        const int status = std::atoi(buf_.c_str() + 9);
-        size_t len = 0;
-        const size_t cl = buf_.find("Content-Length: ");
-        const size_t cl2 = buf_.find("content-length: ");
-        const size_t at = cl != std::string::npos ? cl : cl2;
-        if (at != std::string::npos && at < end)
-          len = std::strtoul(buf_.c_str() + at + 16, nullptr, 10);
-        while (buf_.size() < end + 4 + len) {
-          if (!Fill()) return -1;
-        }
-        body = buf_.substr(end + 4, len);
-        buf_.erase(0, end + 4 + len);
-        return status;
-      }
-      if (!Fill()) return -1;
-    }
-  }
-  bool Fill() {
-    char tmp[16384];
-    const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
-    if (n <= 0) return false;
-    buf_.append(tmp, static_cast<size_t>(n));
-    return true;
-  }
-  int fd_;
-  std::string buf_;
-};
-
-struct Member {
-  std::string id;
-  int64_t epoch = 0;
-  int64_t version = 0;
-  std::string lineage;
-  std::vector<int64_t> owned;
-  std::vector<int64_t> revoked;
-};
-
-std::string RequestFor(const Member& m) {
-  boost::json::object o{{"memberId", m.id},
-                        {"memberEpoch", m.epoch},
-                        {"metadataVersion", m.version},
-                        {"lineage", m.lineage}};
-  boost::json::array owned, rev;
-  for (auto s : m.owned) owned.push_back(s);
-  for (auto s : m.revoked) rev.push_back(boost::json::object{{"shard", s}, {"state", "REVOKED"}});
-  o["ownedShards"] = std::move(owned);
-  o["revokingShards"] = std::move(rev);
-  return boost::json::serialize(o);
-}
-
-// Applies a heartbeat response like a well-behaved consumer that drains instantly.
-void Apply(Member& m, const std::string& body) {
-  boost::system::error_code ec;
-  auto v = boost::json::parse(body, ec);
-  if (ec || !v.is_object()) return;
-  auto& o = v.as_object();
-  if (!o.contains("status")) {
-    m.epoch = 0;  // error: rejoin
-    m.owned.clear();
-    m.revoked.clear();
-    return;
-  }
-  m.epoch = o["memberEpoch"].as_int64();
-  const int64_t ver = o["metadataVersion"].as_int64();
-  const std::string status(o["status"].as_string());
-  if (ver > m.version || status == "SYNC_METADATA") {
-    m.version = ver;
-    m.lineage = std::string(o["lineage"].as_string());
-  }
-  std::vector<int64_t> assigned, revoke;
-  for (auto& x : o["assignedShards"].as_array()) assigned.push_back(x.as_int64());
-  for (auto& x : o["revokeShards"].as_array()) revoke.push_back(x.as_int64());
-  m.revoked = revoke;  // report every listed revoke as released (drained instantly)
-  std::vector<int64_t> keep;
-  for (auto s : m.owned) {
-    if (std::find(assigned.begin(), assigned.end(), s) != assigned.end()) keep.push_back(s);
-  }
-  if (status == "OK") keep = assigned;
-  m.owned = keep;
-}
+using rsc::bench::Apply;
+using rsc::bench::Member;
+using rsc::bench::MiniHttp;
+using rsc::bench::Percentile;
+using rsc::bench::RequestFor;
 
 // Client round trips: calls of the top-level commands the coordinator sends. Commands a
 // Lua script runs inside Redis are counted by INFO too, so they are left out by name.
@@ -178,6 +77,7 @@ int64_t RedisRoundTrips(int port) {
 
 struct Row {
   int members;
+  int shards;
   double hb_per_sec;
   double p50_us, p99_us;
   double redis_cmds_per_hb;
@@ -185,12 +85,6 @@ struct Row {
   int64_t errors;
   std::map<std::string, int64_t> statuses;
 };
-
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
 
 // Baseline: raw HGET round trips on one connection for the same duration.
 double BaselineRttUs(int port, double seconds) {
@@ -207,20 +101,27 @@ double BaselineRttUs(int port, double seconds) {
   return Percentile(rtts, 0.5);
 }
 
-Row RunOne(int http_port, int redis_port, int members, int connections, double seconds) {
-  const std::string group = fmt::format("g{}", members);
+Row RunOne(int http_port, int redis_port, int members, int shards, int connections,
+           double seconds) {
+  // A stream per row: a stream's shard count is fixed by its first group.
+  const std::string stream = fmt::format("bench-{}x{}", members, shards);
   {
     MiniHttp admin(http_port);
     std::string body;
-    const int shards = std::max(8, members);
-    admin.Post("/v1/groups",
-               fmt::format(R"({{"stream":"bench","group":"{}","shardCount":{},)"
-                           R"("config":{{"memberLeaseMs":60000,"assignmentLeaseMs":50000,)"
-                           R"("heartbeatIntervalMs":1000,"rebalanceTimeoutMs":60000}}}})",
-                           group, shards),
-               body);
+    const int created =
+        admin.Post("/v1/groups",
+                   fmt::format(R"({{"stream":"{}","group":"g","shardCount":{},)"
+                               R"("config":{{"memberLeaseMs":60000,"assignmentLeaseMs":50000,)"
+                               R"("heartbeatIntervalMs":1000,"rebalanceTimeoutMs":60000}}}})",
+                               stream, shards),
+                   body);
+    if (created != 201) {
+      std::fprintf(stderr, "creating group %s/g: HTTP %d %s\n", stream.c_str(), created,
+                   body.c_str());
+      std::exit(1);
+    }
   }
-  const std::string path = "/v1/groups/bench/" + group + "/heartbeat";
+  const std::string path = "/v1/groups/" + stream + "/g/heartbeat";
   std::vector<Member> all(static_cast<size_t>(members));
   for (int i = 0; i < members; ++i)
     all[static_cast<size_t>(i)].id = fmt::format("member-{:05d}", i);
@@ -285,6 +186,7 @@ Row RunOne(int http_port, int redis_port, int members, int connections, double s
   }
   Row r;
   r.members = members;
+  r.shards = shards;
   r.hb_per_sec = static_cast<double>(merged.size()) / elapsed;
   r.redis_cmds_per_hb = static_cast<double>(cmds) / static_cast<double>(merged.size());
   r.p50_us = Percentile(merged, 0.50);
@@ -301,11 +203,15 @@ int main(int argc, char** argv) {
   double seconds = 5;
   int connections = 8;
   std::vector<int> sizes = {10, 100, 1000};
+  std::vector<int> shard_counts;  // empty: max(8, members)
+  std::string json;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     if (a == "--connections" && i + 1 < argc) connections = std::atoi(argv[++i]);
-    if (a == "--members" && i + 1 < argc) sizes = {std::atoi(argv[++i])};
+    if (a == "--members" && i + 1 < argc) sizes = rsc::bench::ParseList(argv[++i]);
+    if (a == "--shards" && i + 1 < argc) shard_counts = rsc::bench::ParseList(argv[++i]);
+    if (a == "--json" && i + 1 < argc) json = argv[++i];
   }
   spdlog::set_level(spdlog::level::warn);
   const std::string dir =
@@ -337,16 +243,44 @@ int main(int argc, char** argv) {
       "on loopback (private netns when run via scripts/netns.sh)\n\n",
       connections, seconds);
   std::printf(
-      "| members | heartbeats/s | p50 µs | p99 µs | Redis round trips/hb | baseline HGET p50 µs "
-      "| p50 / baseline | errors |\n|---|---|---|---|---|---|---|---|\n");
+      "| members | shards | heartbeats/s | µs/hb | p50 µs | p99 µs | Redis round trips/hb | "
+      "baseline HGET p50 µs | p50 / baseline | errors "
+      "|\n|---|---|---|---|---|---|---|---|---|---|\n");
+  boost::json::array rows;
   for (int n : sizes) {
-    Row r = RunOne(server.port(), redis.port(), n, connections, seconds);
-    std::printf("| %d | %.0f | %.0f | %.0f | %.2f | %.1f | %.1fx | %ld |\n", r.members,
-                r.hb_per_sec, r.p50_us, r.p99_us, r.redis_cmds_per_hb, r.baseline_rtt_us,
-                r.p50_us / r.baseline_rtt_us, static_cast<long>(r.errors));
-    std::fflush(stdout);
-    for (auto& [k, v] : r.statuses)
-      std::fprintf(stderr, "  members=%d status %s: %ld\n", n, k.c_str(), static_cast<long>(v));
+    std::vector<int> shard_list = shard_counts;
+    if (shard_list.empty()) shard_list = {std::max(8, n)};
+    for (int m : shard_list) {
+      Row r = RunOne(server.port(), redis.port(), n, m, connections, seconds);
+      const double cost_us = r.hb_per_sec > 0 ? 1e6 / r.hb_per_sec : 0;
+      std::printf("| %d | %d | %.0f | %.1f | %.0f | %.0f | %.2f | %.1f | %.1fx | %ld |\n",
+                  r.members, r.shards, r.hb_per_sec, cost_us, r.p50_us, r.p99_us,
+                  r.redis_cmds_per_hb, r.baseline_rtt_us, r.p50_us / r.baseline_rtt_us,
+                  static_cast<long>(r.errors));
+      std::fflush(stdout);
+      boost::json::object statuses;
+      for (auto& [k, v] : r.statuses) {
+        statuses[k] = v;
+        std::fprintf(stderr, "  members=%d shards=%d status %s: %ld\n", n, m, k.c_str(),
+                     static_cast<long>(v));
+      }
+      rows.push_back(boost::json::object{{"members", r.members},
+                                         {"shards", r.shards},
+                                         {"heartbeats_per_s", r.hb_per_sec},
+                                         {"us_per_heartbeat", cost_us},
+                                         {"p50_us", r.p50_us},
+                                         {"p99_us", r.p99_us},
+                                         {"redis_round_trips_per_hb", r.redis_cmds_per_hb},
+                                         {"baseline_hget_p50_us", r.baseline_rtt_us},
+                                         {"errors", r.errors},
+                                         {"statuses", std::move(statuses)}});
+    }
+  }
+  if (!json.empty()) {
+    rsc::bench::WriteJson(json, boost::json::object{{"benchmark", "heartbeat_bench"},
+                                                    {"connections", connections},
+                                                    {"seconds", seconds},
+                                                    {"rows", std::move(rows)}});
   }
   server.Stop();
   redis.Stop();

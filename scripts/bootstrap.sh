@@ -4,7 +4,8 @@ set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git iproute2 util-linux curl
       libboost1.81-dev libboost-json1.81-dev libhiredis-dev redis-server redis-tools
       prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev librapidcheck-dev
-      libgtest-dev libgmock-dev googletest libbenchmark-dev clang-format libxxhash-dev)
+      libgtest-dev libgmock-dev googletest libbenchmark-dev clang-format libxxhash-dev
+      jq)  # jq: bench/run.sh assembles its table and JSON
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
