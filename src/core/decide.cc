@@ -1356,15 +1356,16 @@ GroupView MakeGroupView(const GroupMetadata& m, StoreRevision revision, const Li
   for (const GroupGenerationView& g : v.generations) waiting[g.generation] = &g.waiting_for;
   for (const ShardState& sh : m.shards) {
     ShardView s{sh.id, sh.stream, sh.generation, sh.owner, sh.target, "", {}, {}, {}, {}};
+    const bool waits = !sh.completed && !waiting[sh.generation]->empty();
+    if (waits) s.waiting_for = *waiting[sh.generation];
     if (sh.completed) {
       s.state = "COMPLETED";
-    } else if (!waiting[sh.generation]->empty()) {
+    } else if (!sh.owner.empty() && sh.owner != sh.target) {
+      s.state = "DRAINING";  // also a child whose parent reopened: waitingFor says why
+    } else if (waits) {
       s.state = "WAITING_PARENTS";
-      s.waiting_for = *waiting[sh.generation];
-    } else if (sh.owner.empty()) {
-      s.state = "UNASSIGNED";
     } else {
-      s.state = sh.owner == sh.target ? "ASSIGNED" : "DRAINING";
+      s.state = sh.owner.empty() ? "UNASSIGNED" : "ASSIGNED";
     }
     v.shards.push_back(std::move(s));
     if (sh.taken_ms != 0) {

@@ -252,8 +252,12 @@ TEST_F(GroupReshard, ChildrenWaitForEveryParentThenRun) {
   const std::string child_owner = h_.meta().FindShard(4)->owner;
   LayoutTick(l, 3, {{3, false}});
   EXPECT_EQ(h_.meta().FindShard(4)->owner, child_owner);
-  EXPECT_EQ(States(MakeGroupView(h_.meta(), StoreRevision(1), h_.Live(), h_.now()))[4],
-            "4:DRAINING");
+  {
+    // Its owner still reads it: DRAINING, and waitingFor says why.
+    const GroupView v = MakeGroupView(h_.meta(), StoreRevision(1), h_.Live(), h_.now());
+    EXPECT_EQ(States(v)[4], "4:DRAINING");
+    EXPECT_EQ(v.shards[4].waiting_for, (std::vector<int32_t>{3}));
+  }
   EXPECT_TRUE(h_.meta().FindShard(4)->target.empty()) << "a running child was not drained";
   Settle();
   EXPECT_TRUE(h_.meta().FindShard(4)->owner.empty());

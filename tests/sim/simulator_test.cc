@@ -257,10 +257,15 @@ TEST(SimulatorRegression, Seed4437484523665089528_ConflictsJudgedOnTheWrittenSta
 // a reopen (a completion check read before the completion was recorded) handed the shard to
 // the other member: two readers (S1). A completed shard is now drained by its owner like any
 // revoke (GroupReshard.ACompletedParentIsDrainedNotDroppedSoAReopenWaitsForItsReader).
-// With the fix the found seed's run takes another path and reopens nothing; the search
-// starts at the first seed after it whose run reopens a parent (+137).
+// The reopen that triggered it came from a completion check observed before the group's
+// mutex was taken (older than the completion a hint recorded); since the stream tick observes
+// again under the mutex (StreamTick.AnOlderObservationNeverReopensAParentAHintRecordedComplete)
+// no simulated run reopens a parent without a Redis rollback, which reshard runs exclude
+// (docs/simulator.md "Not covered"): 300 seeds from +137 reached none. The reopen path stays
+// pinned by the core test above; this runs the seed on until a parent is completed and
+// drained by its owner, the path the fix changed.
 TEST(SimulatorRegression, Seed9204068676931625525_ACompletedParentIsDrainedNotDropped) {
-  ExpectPassesReaching(9204068676931625525ULL + 137, "parent_reopened");
+  ExpectPassesReaching(9204068676931625525ULL, "parent_completed");
 }
 
 // ── Mutants: deliberately broken rules the checkers must catch (sim/mutants.h) ──
