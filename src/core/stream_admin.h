@@ -49,6 +49,16 @@ class StreamAdmin {
   // lost it), false when the stream was already sealed.
   virtual Result<bool> Seal(const std::string& key, int32_t generation) = 0;
   virtual Result<GroupProgress> Progress(const std::string& key, const std::string& group) = 0;
+  // Progress of `group` on each key, in order; a key that cannot be read is an error in its
+  // place. Production pipelines them per node (a tick checks every sealed shard while it
+  // holds the group's mutex); the default asks one by one.
+  virtual std::vector<Result<GroupProgress>> Progresses(const std::vector<std::string>& keys,
+                                                        const std::string& group) {
+    std::vector<Result<GroupProgress>> out;
+    out.reserve(keys.size());
+    for (const std::string& key : keys) out.push_back(Progress(key, group));
+    return out;
+  }
   // RS5: empties a retired key that ends with its seal, leaving a tombstone: an empty stream
   // whose last ID is still the maximum, so every `XADD *` keeps failing and MKSTREAM creates
   // nothing — deleting the key would have removed the seal's fence, and a reader's

@@ -88,10 +88,8 @@ Result<std::optional<GroupInfo>> FindGroup(const Reply& r, const std::string& ke
 
 bool NoSuchKey(const Reply& r) { return r.str.find("no such key") != std::string::npos; }
 
-}  // namespace
-
-Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const std::string& group) {
-  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"XINFO", "GROUPS", key}, CommandKind::kRead));
+Result<GroupProgress> ProgressFrom(const Reply& r, const std::string& key,
+                                   const std::string& group) {
   GroupProgress p;
   if (r.IsError()) {
     if (NoSuchKey(r)) return p;
@@ -103,6 +101,31 @@ Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const s
   p.last_delivered_id = g->last_delivered_id;
   p.pending = g->pending;
   return p;
+}
+
+}  // namespace
+
+Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const std::string& group) {
+  RSC_ASSIGN_OR_RETURN(Reply r, executor_.Run(key, {"XINFO", "GROUPS", key}, CommandKind::kRead));
+  return ProgressFrom(r, key, group);
+}
+
+std::vector<Result<GroupProgress>> RedisStreamAdmin::Progresses(
+    const std::vector<std::string>& keys, const std::string& group) {
+  std::vector<KeyedCommand> cmds;
+  cmds.reserve(keys.size());
+  for (const std::string& key : keys) cmds.push_back({key, {"XINFO", "GROUPS", key}});
+  std::vector<Result<Reply>> replies = executor_.RunBatch(cmds, CommandKind::kRead);
+  std::vector<Result<GroupProgress>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!replies[i].ok()) {
+      out.push_back(replies[i].error());
+    } else {
+      out.push_back(ProgressFrom(*replies[i], keys[i], group));
+    }
+  }
+  return out;
 }
 
 std::vector<Result<ShardBacklog>> RedisStreamAdmin::Backlogs(const std::vector<std::string>& keys,

@@ -19,6 +19,8 @@ class RedisStreamAdmin : public StreamAdmin {
   Status CreateConsumerGroup(const std::string& key, const std::string& group) override;
   Result<bool> Seal(const std::string& key, int32_t generation) override;
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override;
+  std::vector<Result<GroupProgress>> Progresses(const std::vector<std::string>& keys,
+                                                const std::string& group) override;
   Result<bool> TrimSealed(const std::string& key, int32_t generation) override;
   Result<SlotPlacement> Placement() override { return executor_.SlotsByMaster(); }
   std::vector<Result<ShardBacklog>> Backlogs(const std::vector<std::string>& keys,

@@ -569,10 +569,14 @@ Result<std::vector<ShardCompletion>> GroupService::Completions(const Layout& l,
   for (const Generation& g : l.generations) {
     if (g.state != GenerationState::kSealed) continue;
     bool all = true;
-    for (const LayoutShard& s : g.shards) {
-      RSC_ASSIGN_OR_RETURN(GroupProgress p, options_.streams->Progress(s.stream, group));
-      out.push_back({s.id, p.Complete()});
-      all = all && p.Complete();
+    std::vector<std::string> keys;
+    keys.reserve(g.shards.size());
+    for (const LayoutShard& s : g.shards) keys.push_back(s.stream);
+    std::vector<Result<GroupProgress>> progress = options_.streams->Progresses(keys, group);
+    for (size_t i = 0; i < g.shards.size(); ++i) {
+      if (!progress[i].ok()) return progress[i].error();
+      out.push_back({g.shards[i].id, progress[i]->Complete()});
+      all = all && progress[i]->Complete();
     }
     if (first_sealed) *all_complete_oldest = all;
     first_sealed = false;

@@ -60,6 +60,55 @@ TEST(RedisStreamAdminSeal, WithoutReplicasItDoesNotWait) {
   EXPECT_FALSE(*again) << "already sealed";
 }
 
+// Progresses and Backlogs read every key in one pipeline and answer per key, in order: a
+// missing key, a key without the group, a sealed key read to its end, a key with a backlog.
+TEST(RedisStreamAdminReads, ProgressesAndBacklogsAnswerPerKeyInOrder) {
+  RedisProcess p;
+  ASSERT_TRUE(p.Start());
+  auto cli = p.Cli();
+  ASSERT_NE(cli, nullptr);
+  auto ex = ExecutorFor(p);
+  RedisStreamAdmin admin(*ex);
+  ASSERT_TRUE(cli->Run({"XADD", "{o:nogroup}", "*", "k", "v"}).ok());
+  ASSERT_TRUE(admin.CreateConsumerGroup("{o:done}", "g").ok());
+  ASSERT_TRUE(admin.Seal("{o:done}", 0).ok());
+  ASSERT_TRUE(cli->Run({"XREADGROUP", "GROUP", "g", "c", "STREAMS", "{o:done}", ">"}).ok());
+  ASSERT_TRUE(cli->Run({"XACK", "{o:done}", "g", kSealId}).ok());
+  ASSERT_TRUE(admin.CreateConsumerGroup("{o:busy}", "g").ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(cli->Run({"XADD", "{o:busy}", "*", "k", "v"}).ok());
+  ASSERT_TRUE(
+      cli->Run({"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "{o:busy}", ">"}).ok());
+  const std::vector<std::string> keys = {"{o:missing}", "{o:nogroup}", "{o:done}", "{o:busy}"};
+
+  const auto progress = admin.Progresses(keys, "g");
+  ASSERT_EQ(progress.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(progress[i].ok()) << keys[i] << ": " << progress[i].error().message;
+    auto one = admin.Progress(keys[i], "g");
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(progress[i]->exists, one->exists) << keys[i];
+    EXPECT_EQ(progress[i]->Complete(), one->Complete()) << keys[i];
+  }
+  EXPECT_FALSE(progress[0]->exists);
+  EXPECT_FALSE(progress[1]->exists);
+  EXPECT_TRUE(progress[2]->Complete());
+  EXPECT_FALSE(progress[3]->Complete());
+  EXPECT_EQ(progress[3]->pending, 1);
+
+  const auto backlog = admin.Backlogs(keys, "g");
+  ASSERT_EQ(backlog.size(), keys.size());
+  for (const auto& b : backlog) ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_FALSE(backlog[0]->exists);
+  EXPECT_FALSE(backlog[1]->exists);
+  EXPECT_EQ(backlog[2]->lag, 0);
+  EXPECT_EQ(backlog[2]->pending, 0);
+  EXPECT_FALSE(backlog[2]->oldest_idle_ms.has_value()) << "nothing pending";
+  EXPECT_EQ(backlog[3]->lag, 3);
+  EXPECT_EQ(backlog[3]->pending, 1);
+  ASSERT_TRUE(backlog[3]->oldest_idle_ms.has_value());
+  EXPECT_GE(*backlog[3]->oldest_idle_ms, 0);
+}
+
 // A master with one replica that acknowledges the master's writes.
 class WithReplica : public ::testing::Test {
  protected:
