@@ -117,7 +117,8 @@ class Cluster3 {
   // assigns the slot to dst on every node (the others answer MOVED from then on).
   ::testing::AssertionResult BeginSlotMigration(int slot, size_t src, size_t dst,
                                                 const std::vector<std::string>& keys);
-  // Finish then waits until the cluster is settled (WaitSettled).
+  // Finish first migrates whatever the slot still holds on the source (keys the caller did
+  // not name), then assigns the slot, then waits until the cluster is settled (WaitSettled).
   ::testing::AssertionResult FinishSlotMigration(int slot, size_t dst);
 
   // Waits until every live node reports the same cluster_current_epoch and slot map.
