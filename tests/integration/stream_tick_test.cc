@@ -17,9 +17,12 @@
 #include "server/group_service.h"
 #include "server/system.h"
 #include "support/redis_process.h"
+#include "support/wait.h"
 
 namespace rsc::testing {
 namespace {
+
+using namespace std::chrono_literals;
 
 class FixedClock : public Clock {
  public:
@@ -70,6 +73,22 @@ class EventLog : public ServiceObserver {
   std::vector<EventKind> kinds_;
 };
 
+// A GroupService over `store` with `admin` as its StreamAdmin, a fixed clock, and its events
+// recorded.
+struct TestService {
+  TestService(MetadataStore& store, StreamAdmin& admin)
+      : service(store, clock, tokens, events, Options(admin), nullptr) {}
+  static GroupServiceOptions Options(StreamAdmin& admin) {
+    GroupServiceOptions o;
+    o.streams = &admin;
+    return o;
+  }
+  FixedClock clock;
+  RandomTokens tokens;
+  EventLog events;
+  GroupService service;
+};
+
 // Reads `key` to its end as consumer `name` of `group` and acknowledges everything, the
 // seal included, as a consumer's reader does.
 void Drain(RedisCli& cli, const std::string& key, const std::string& group) {
@@ -93,12 +112,9 @@ TEST(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
   ASSERT_TRUE(store.ok()) << store.error().message;
   redis::RedisStreamAdmin real(store.value()->executor());
   HookedAdmin admin(real);
-  FixedClock clock;
-  RandomTokens tokens;
-  EventLog events;
-  GroupServiceOptions options;
-  options.streams = &admin;
-  GroupService service(*store.value(), clock, tokens, events, options, nullptr);
+  TestService t(*store.value(), admin);
+  GroupService& service = t.service;
+  EventLog& events = t.events;
   const GroupKey key{"orders", "billing"};
 
   ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}).ok());
@@ -128,13 +144,68 @@ TEST(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
   EXPECT_EQ(events.Count(EventKind::kParentCompleted), 2);
   EXPECT_EQ(events.Count(EventKind::kParentReopened), 0)
       << "the tick applied its observation from before the hint";
-  auto loaded = store.value()->Load(key, clock.NowMs());
+  auto loaded = store.value()->Load(key, t.clock.NowMs());
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   for (const ShardState& s : loaded->meta->shards) {
     if (s.generation == 0) {
       EXPECT_TRUE(s.completed) << "parent " << s.id;
     }
   }
+}
+
+// RS2's barrier as the tick runs it: with a replica that does not acknowledge (stopped), a
+// reshard is recorded PREPARING but nothing is sealed — the layout could still be lost to a
+// failover. Once the replica is back, the next pass seals and activates. Without the barrier
+// the seal would be written (its own WAIT fails only after the XADD).
+TEST(StreamTick, NothingIsSealedBeforeAReplicaHasThePreparingLayout) {
+  RedisProcess master;
+  ASSERT_TRUE(master.Start());
+  RedisProcessOptions ro;
+  ro.replicaof_port = master.Port();
+  RedisProcess replica(ro);
+  ASSERT_TRUE(replica.Start());
+  auto cli = master.Cli();
+  ASSERT_NE(cli, nullptr);
+  // Streaming: the replica acknowledged a fresh write (see tests/redis/stream_admin_test.cc).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cli->Run({"SET", "probe", "1"}).ok() && cli->Run({"WAIT", "1", "100"}).integer == 1;
+      },
+      20s, "the replica to acknowledge the master's writes"));
+  auto url = redis::ParseRedisUrl(master.Url());
+  ASSERT_TRUE(url.ok());
+  redis::RedisStoreOptions so;
+  so.replica_wait = std::chrono::milliseconds(300);
+  auto store = redis::RedisStore::Open(*url, so);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  redis::RedisStreamAdmin admin(store.value()->executor(), std::chrono::milliseconds(300));
+  TestService t(*store.value(), admin);
+  GroupService& service = t.service;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}).ok());
+  auto sealed = [&](const std::string& key) {
+    const CliReply r = cli->Run({"XREVRANGE", key, "+", "-", "COUNT", "1"});
+    return r.ok() && r.elements.size() == 1 && r.elements[0].elements[0].str == kSealId;
+  };
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok());
+
+  replica.Pause();
+  auto resharded = service.Reshard("orders", stream->revision, 3);  // runs a pass itself
+  const Status paused_pass = service.StreamTick("orders");
+  replica.Resume();
+  ASSERT_TRUE(resharded.ok()) << resharded.error().message;
+  EXPECT_FALSE(paused_pass.ok()) << "a pass sealed or went on without the replica";
+  EXPECT_FALSE(sealed("{orders:0}")) << "sealed before a replica had the PREPARING layout";
+  EXPECT_FALSE(sealed("{orders:1}"));
+  ASSERT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
+            GenerationState::kPreparing);
+
+  ASSERT_TRUE(WaitFor([&] { return service.StreamTick("orders").ok(); }, 20s,
+                      "a pass succeeds once the replica acknowledges again"));
+  EXPECT_TRUE(sealed("{orders:0}"));
+  EXPECT_TRUE(sealed("{orders:1}"));
+  EXPECT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
+            GenerationState::kActive);
 }
 
 }  // namespace
