@@ -5,12 +5,16 @@
 // because this machine is noisy.
 //
 //   scripts/netns.sh build/bench/heartbeat_bench [--seconds 5] [--connections 8]
-//       [--members 10,100,1000] [--shards 64,4096] [--json FILE]
+//       [--members 10,100,1000] [--shards 64,4096] [--json FILE] [--locked-only]
 //
 // --members and --shards take lists: one row per (members, shards) pair, in a group of its
 // own (without --shards: max(8, members) shards). "µs/hb" is the wall time per heartbeat at
 // saturation (1 / heartbeats/s with the same connections): the per-heartbeat cost whose
-// growth with the group size issue 14 bounds. --json FILE also writes the rows to FILE.
+// growth with the group size issue 14 bounds. "writes/hb" is the metadata revisions the
+// window committed per heartbeat: 0 when the group is steady, so the row measures steady
+// heartbeats and not a rebalance the warm-up left unfinished. --json FILE also writes the
+// rows to FILE. --locked-only turns the steady path off (GroupServiceOptions::steady_path):
+// every batch then takes the locked cycle, lock + load + CAS + unlock, as before issue 14.
 //
 // Runs its own redis-server (EmbeddedRedis in a temp dir) and an in-process server.
 
@@ -35,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "redis/keys.h"
 #include "redis/redis_store.h"
 #include "redis/redis_url.h"
 #include "server/api.h"
@@ -75,12 +80,23 @@ int64_t RedisRoundTrips(int port) {
   return n;
 }
 
+// The group's stored metadata revision: how many versions a window committed.
+int64_t StoredRevision(int port, const std::string& key) {
+  redisContext* c = redisConnect("127.0.0.1", port);
+  auto* r = static_cast<redisReply*>(redisCommand(c, "HGET %s revision", key.c_str()));
+  int64_t v = (r && r->type == REDIS_REPLY_STRING) ? std::atoll(r->str) : -1;
+  if (r) freeReplyObject(r);
+  redisFree(c);
+  return v;
+}
+
 struct Row {
   int members;
   int shards;
   double hb_per_sec;
   double p50_us, p99_us;
   double redis_cmds_per_hb;
+  double writes_per_hb;  // metadata revisions committed per heartbeat (0 when steady)
   double baseline_rtt_us;
   int64_t errors;
   std::map<std::string, int64_t> statuses;
@@ -144,6 +160,8 @@ Row RunOne(int http_port, int redis_port, int members, int shards, int connectio
   std::vector<std::map<std::string, int64_t>> statuses(static_cast<size_t>(connections));
   const double baseline = BaselineRttUs(redis_port, 1.0);
   const int64_t cmds_before = RedisRoundTrips(redis_port);
+  const std::string meta_key = rsc::redis::MetadataKey(rsc::GroupKey{stream, "g"});
+  const int64_t rev_before = StoredRevision(redis_port, meta_key);
   std::vector<std::thread> threads;
   const auto t0 = Clock::now();
   for (int t = 0; t < connections; ++t) {
@@ -178,6 +196,7 @@ Row RunOne(int http_port, int redis_port, int members, int shards, int connectio
   for (auto& th : threads) th.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const int64_t cmds = RedisRoundTrips(redis_port) - cmds_before;
+  const int64_t writes = StoredRevision(redis_port, meta_key) - rev_before;
   std::vector<double> merged;
   std::map<std::string, int64_t> st;
   for (size_t t = 0; t < lat.size(); ++t) {
@@ -189,6 +208,7 @@ Row RunOne(int http_port, int redis_port, int members, int shards, int connectio
   r.shards = shards;
   r.hb_per_sec = static_cast<double>(merged.size()) / elapsed;
   r.redis_cmds_per_hb = static_cast<double>(cmds) / static_cast<double>(merged.size());
+  r.writes_per_hb = static_cast<double>(writes) / static_cast<double>(merged.size());
   r.p50_us = Percentile(merged, 0.50);
   r.p99_us = Percentile(merged, 0.99);
   r.errors = errors.load();
@@ -205,6 +225,7 @@ int main(int argc, char** argv) {
   std::vector<int> sizes = {10, 100, 1000};
   std::vector<int> shard_counts;  // empty: max(8, members)
   std::string json;
+  bool steady_path = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
@@ -212,6 +233,7 @@ int main(int argc, char** argv) {
     if (a == "--members" && i + 1 < argc) sizes = rsc::bench::ParseList(argv[++i]);
     if (a == "--shards" && i + 1 < argc) shard_counts = rsc::bench::ParseList(argv[++i]);
     if (a == "--json" && i + 1 < argc) json = argv[++i];
+    if (a == "--locked-only") steady_path = false;
   }
   spdlog::set_level(spdlog::level::warn);
   const std::string dir =
@@ -231,7 +253,9 @@ int main(int argc, char** argv) {
   rsc::Metrics metrics;
   rsc::MetricsObserver observer(metrics);
   rsc::ShutdownGate gate;
-  rsc::GroupService service(**store, clock, tokens, observer, {}, nullptr);
+  rsc::GroupServiceOptions service_options;
+  service_options.steady_path = steady_path;
+  rsc::GroupService service(**store, clock, tokens, observer, service_options, nullptr);
   rsc::Api api(service, gate, metrics);
   rsc::HttpServerOptions ho;
   ho.port = 0;
@@ -244,8 +268,8 @@ int main(int argc, char** argv) {
       connections, seconds);
   std::printf(
       "| members | shards | heartbeats/s | µs/hb | p50 µs | p99 µs | Redis round trips/hb | "
-      "baseline HGET p50 µs | p50 / baseline | errors "
-      "|\n|---|---|---|---|---|---|---|---|---|---|\n");
+      "writes/hb | baseline HGET p50 µs | p50 / baseline | errors "
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   boost::json::array rows;
   for (int n : sizes) {
     std::vector<int> shard_list = shard_counts;
@@ -253,10 +277,10 @@ int main(int argc, char** argv) {
     for (int m : shard_list) {
       Row r = RunOne(server.port(), redis.port(), n, m, connections, seconds);
       const double cost_us = r.hb_per_sec > 0 ? 1e6 / r.hb_per_sec : 0;
-      std::printf("| %d | %d | %.0f | %.1f | %.0f | %.0f | %.2f | %.1f | %.1fx | %ld |\n",
+      std::printf("| %d | %d | %.0f | %.1f | %.0f | %.0f | %.2f | %.3f | %.1f | %.1fx | %ld |\n",
                   r.members, r.shards, r.hb_per_sec, cost_us, r.p50_us, r.p99_us,
-                  r.redis_cmds_per_hb, r.baseline_rtt_us, r.p50_us / r.baseline_rtt_us,
-                  static_cast<long>(r.errors));
+                  r.redis_cmds_per_hb, r.writes_per_hb, r.baseline_rtt_us,
+                  r.p50_us / r.baseline_rtt_us, static_cast<long>(r.errors));
       std::fflush(stdout);
       boost::json::object statuses;
       for (auto& [k, v] : r.statuses) {
@@ -271,6 +295,7 @@ int main(int argc, char** argv) {
                                          {"p50_us", r.p50_us},
                                          {"p99_us", r.p99_us},
                                          {"redis_round_trips_per_hb", r.redis_cmds_per_hb},
+                                         {"metadata_writes_per_hb", r.writes_per_hb},
                                          {"baseline_hget_p50_us", r.baseline_rtt_us},
                                          {"errors", r.errors},
                                          {"statuses", std::move(statuses)}});

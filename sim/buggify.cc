@@ -88,6 +88,9 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"reshard_started", "an operator reshard was accepted (RS1)"},
       {"publish_refused_sealed", "a producer's XADD hit a seal and went again later (RS2)"},
       {"parent_completed", "a sealed shard was recorded read to its end (RS3)"},
+      {"steady_renewal", "a batch of steady heartbeats was committed in one round trip"},
+      {"steady_renewal_refused",
+       "a steady renewal found the group changed (or a member due) and took the locked path"},
       // Optional: the paths the kept regression seeds were about (tests/sim/simulator_test.cc
       // asserts that each regression test still reaches its path).
       {"leave_answered_sync", "a leave reporting a version Redis lost was answered SYNC", false},
@@ -111,6 +114,8 @@ const std::vector<ProbeSpec>& AllProbes() {
        false},
       {"publish_key_missing", "a producer's XADD NOMKSTREAM found no key (D3)", false},
       {"absent_shard_claimed", "a member claimed a shard its group does not have (K4)", false},
+      {"steady_renewal_after_stall",
+       "a coordinator paused between a steady decision and its renewal", false},
   };
   return kProbes;
 }

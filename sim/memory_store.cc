@@ -78,6 +78,8 @@ Result<StoredGroup> MemoryStore::Load(const GroupKey& key, TimeMs now_ms) {
   if (meta->key != key) return unreadable("aggregate names another group");
   StoredGroup g;
   g.revision = StoreRevision(*rev);
+  g.stamp = AggregateStamp{g.revision, field("writeToken").value_or(""),
+                           static_cast<int64_t>(agg->size())};
   g.meta = std::make_shared<const GroupMetadata>(std::move(meta).value());
   const auto& live = data_.live[tag];
   if (live.size() != g.meta->members.size()) {
@@ -115,13 +117,61 @@ Result<CasOutcome> MemoryStore::CompareAndSet(const GroupKey& key, StoreRevision
     f["updatedAt"] = std::to_string(now_ms);
     f["writeToken"] = tokens_.NewToken();
   }
+  RaiseDeadlines(data_.live[tag], liveness.set);
   auto& live = data_.live[tag];
-  for (const auto& [id, dl] : liveness.set) {
+  for (const auto& id : liveness.remove) live.erase(id);
+  CasOutcome out{true, StoreRevision(new_rev)};
+  if (next != nullptr) {
+    const auto& f = it->second.fields;
+    out.stamp = AggregateStamp{out.revision, f.at("writeToken"),
+                               static_cast<int64_t>(f.at("aggregate").size())};
+  }
+  return out;
+}
+
+void MemoryStore::RaiseDeadlines(std::map<std::string, TimeMs>& live,
+                                 const std::vector<std::pair<std::string, TimeMs>>& set) {
+  for (const auto& [id, dl] : set) {
     auto [it, inserted] = live.emplace(id, dl);
     if (!inserted) it->second = std::max(it->second, dl);  // never shortened (store.h)
   }
-  for (const auto& id : liveness.remove) live.erase(id);
-  return CasOutcome{true, StoreRevision(new_rev)};
+}
+
+// As renew_if_steady.lua: the fields compared as the strings Redis holds.
+Result<bool> MemoryStore::RenewIfSteady(const GroupKey& key, const AggregateStamp& basis,
+                                        size_t member_count,
+                                        const std::vector<std::pair<std::string, TimeMs>>& set,
+                                        TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(CheckUp());
+  if (basis.write_token.empty() || basis.aggregate_len < 0) return false;
+  const std::string tag = key.Tag();
+  auto lock = locks_.find(tag);
+  if (lock != locks_.end() && lock->second.expires_ms > clock_.NowMs()) return false;
+  auto it = data_.hashes.find(tag);
+  if (it == data_.hashes.end()) return false;
+  const auto& f = it->second.fields;
+  auto is = [&](const char* name, const std::string& want) {
+    auto fi = f.find(name);
+    return fi != f.end() && fi->second == want;
+  };
+  auto agg = f.find("aggregate");
+  const int64_t len = agg == f.end() ? 0 : static_cast<int64_t>(agg->second.size());
+  if (!is("revision", std::to_string(basis.revision.value())) ||
+      !is("writeToken", basis.write_token) ||
+      !is("schemaVersion", std::to_string(kSchemaVersion)) ||
+      !is("layoutVersion", std::to_string(kLayoutVersion)) || len != basis.aggregate_len) {
+    return false;
+  }
+  auto live = data_.live.find(tag);
+  // An empty sorted set does not exist in Redis (TYPE none): refused as there.
+  if (live == data_.live.end() || live->second.empty() || live->second.size() != member_count) {
+    return false;
+  }
+  for (const auto& [id, dl] : live->second) {
+    if (dl <= now_ms) return false;
+  }
+  RaiseDeadlines(live->second, set);
+  return true;
 }
 
 Result<StoreRevision> MemoryStore::Create(const GroupMetadata& meta, TimeMs now_ms) {

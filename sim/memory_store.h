@@ -28,6 +28,9 @@ class MemoryStore : public MetadataStore {
   Result<CasOutcome> CompareAndSet(const GroupKey& key, StoreRevision expected,
                                    const GroupMetadata* next, const LivenessUpdate& liveness,
                                    TimeMs now_ms) override;
+  Result<bool> RenewIfSteady(const GroupKey& key, const AggregateStamp& basis, size_t member_count,
+                             const std::vector<std::pair<std::string, TimeMs>>& set,
+                             TimeMs now_ms) override;
   Result<StoreRevision> Create(const GroupMetadata& meta, TimeMs now_ms) override;
   Result<StoreRevision> Restore(const GroupMetadata& meta, TimeMs now_ms) override;
   Status Delete(const GroupKey& key, StoreRevision expected) override;
@@ -78,6 +81,8 @@ class MemoryStore : public MetadataStore {
 
  private:
   Status CheckUp() const;
+  static void RaiseDeadlines(std::map<std::string, TimeMs>& live,
+                             const std::vector<std::pair<std::string, TimeMs>>& set);
 
   Clock& clock_;
   TokenSource& tokens_;

@@ -24,6 +24,9 @@ const std::vector<MutantInfo>& Mutants() {
        "a request's lineage is not compared with the stored history (divergence unseen)"},
       {"r32_answer_before_cas", "R3.2", "S6",
        "a heartbeat is answered from its decision although the CAS did not apply"},
+      {"steady_renewal_unchecked", "R3.2", "S1",
+       "a batch of steady heartbeats is answered from the cached aggregate although the renewal "
+       "script refused it (the group changed, a member was due or a section ran)"},
       {"c1_lease_from_receive", "C1", "S1",
        "the consumer counts its assignment lease from the answer's arrival, not the send"},
       {"c8_release_taken_at_once", "C8", "S1",
@@ -292,5 +295,7 @@ std::unique_ptr<client::ReaderCore> ClientMutant::MakeReader(client::ReaderCoreC
 }
 
 bool ClientMutant::AnswersBeforeCas() const { return name == "r32_answer_before_cas"; }
+
+bool ClientMutant::RenewsUnchecked() const { return name == "steady_renewal_unchecked"; }
 
 }  // namespace rsc::sim

@@ -9,7 +9,7 @@
 //   * coordinator rules: a Decider (server/group_service.h) that transforms the real core's
 //     inputs or outputs;
 //   * "answer before the CAS" (R3.2): the simulated coordinator's store reports a CAS that
-//     did not apply as applied;
+//     did not apply as applied, or a steady renewal the script refused as renewed;
 //   * client rules: the simulated consumer/producer transform what their real cores are
 //     told (a heartbeat answer's lease, a routing answer's lease) or what the simulated
 //     Redis answers (the takeover's XAUTOCLAIM), or replace the reader core's MayHandle
@@ -61,6 +61,9 @@ struct ClientMutant {
                                                  bool has_predecessor) const;
   // R3.2: a CAS that conflicted is reported applied (the answer goes out unwritten).
   bool AnswersBeforeCas() const;
+  // R3.2 on the steady path: a refused renewal is reported applied (the batch is answered
+  // from the cached aggregate, the deadlines are not written).
+  bool RenewsUnchecked() const;
 };
 
 }  // namespace rsc::sim

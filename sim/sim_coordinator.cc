@@ -50,6 +50,7 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
   Result<StoredGroup> Load(const GroupKey& key, TimeMs now_ms) override {
     auto r = Call<StoredGroup>([&] { return redis().Load(key, now_ms); }, true);
     if (r.ok()) {
+      seen_[key.Tag()] = {r->stamp, r->meta};
       basis_ = Basis{true, r->meta->version.value(), r->revision.value(), r->meta};
     } else {
       basis_.valid = false;
@@ -101,11 +102,46 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
     if (next != nullptr) {
       basis_.stored_version = next->version.value();  // M10: after the write
       basis_.state = std::make_shared<const GroupMetadata>(*next);
+      seen_[key.Tag()] = {r->stamp, basis_.state};
     }
     if (w.buggify().Fire("coord.crash_after_cas", 0.01, w.rng())) {
       w.probes().Hit("coord_crashed_after_cas");
       c_.Crash("after its CAS, before answering");
       return Dead();
+    }
+    return r;
+  }
+
+  // The steady heartbeat's write (store.h), a CAS in effect: the CAS's faults — a crash
+  // before it, a pause between the decision and the write, a lost reply.
+  Result<bool> RenewIfSteady(const GroupKey& key, const AggregateStamp& stamp, size_t members,
+                             const std::vector<std::pair<std::string, TimeMs>>& set,
+                             TimeMs now_ms) override {
+    World& w = world();
+    if (!c_.crashed_ && w.buggify().Fire("coord.crash_before_cas", 0.005, w.rng())) {
+      c_.Crash("before its steady renewal");
+      return Dead();
+    }
+    if (c_.stall_ms_ > 0) {
+      const TimeMs stall = c_.stall_ms_;
+      c_.stall_ms_ = 0;
+      c_.Sleep(stall);
+      w.probes().Hit("steady_renewal_after_stall");
+    }
+    const bool lose_reply =
+        !c_.crashed_ && w.buggify().Fire("coord.cas_unknown_result", 0.01, w.rng());
+    auto r = Call<bool>([&] { return redis().RenewIfSteady(key, stamp, members, set, now_ms); },
+                        true, lose_reply);
+    if (r.ok()) w.probes().Hit(*r ? "steady_renewal" : "steady_renewal_refused");
+    if (r.ok() && !*r && w.mutant().RenewsUnchecked()) r = true;  // MUTANT (sim/mutants.h)
+    // The answers derive from the aggregate the stamp names: the one this coordinator last
+    // loaded or wrote (the service's cache is fed by the same calls).
+    auto seen = seen_.find(key.Tag());
+    if (r.ok() && *r && seen != seen_.end() && SameAggregate(seen->second.first, stamp)) {
+      const auto& meta = seen->second.second;
+      basis_ = Basis{true, meta->version.value(), stamp.revision.value(), meta};
+    } else {
+      basis_.valid = false;
     }
     return r;
   }
@@ -235,8 +271,15 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
     return r;
   }
 
+  static bool SameAggregate(const AggregateStamp& a, const AggregateStamp& b) {
+    return a.revision == b.revision && a.write_token == b.write_token &&
+           a.aggregate_len == b.aggregate_len;
+  }
+
   SimCoordinator& c_;
   Basis basis_;
+  // By group: the aggregate this coordinator last loaded or wrote, with its stamp.
+  std::map<std::string, std::pair<AggregateStamp, std::shared_ptr<const GroupMetadata>>> seen_;
   std::string holding_;  // the mutex token it believes it holds
   std::string fencing_;
 };

@@ -168,6 +168,17 @@ Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupK
   return r;
 }
 
+Result<bool> SimRedis::RenewIfSteady(const GroupKey& key, const AggregateStamp& basis,
+                                     size_t member_count,
+                                     const std::vector<std::pair<std::string, TimeMs>>& set,
+                                     TimeMs now_ms) {
+  RSC_RETURN_IF_ERROR(Up());
+  CheckExpiredSection(key);
+  auto r = primary_.RenewIfSteady(key, basis, member_count, set, now_ms);
+  if (r.ok() && *r) ReplicateMeta();
+  return r;
+}
+
 Result<StoreRevision> SimRedis::Create(const std::string& proc, const GroupMetadata& meta,
                                        TimeMs now_ms) {
   RSC_RETURN_IF_ERROR(Up());

@@ -65,6 +65,8 @@ class SimRedis {
   Result<CasOutcome> CompareAndSet(const std::string& proc, const GroupKey& key,
                                    StoreRevision expected, const GroupMetadata* next,
                                    const LivenessUpdate& liveness, TimeMs now_ms);
+  Result<bool> RenewIfSteady(const GroupKey& key, const AggregateStamp& basis, size_t member_count,
+                             const std::vector<std::pair<std::string, TimeMs>>& set, TimeMs now_ms);
   Result<StoreRevision> Create(const std::string& proc, const GroupMetadata& meta, TimeMs now_ms);
   Result<StoreRevision> Restore(const std::string& proc, const GroupMetadata& meta, TimeMs now_ms);
   Status Delete(const GroupKey& key, StoreRevision expected);

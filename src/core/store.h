@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/layout.h"
@@ -18,16 +19,27 @@
 
 namespace rsc {
 
+// What identifies the stored aggregate bytes a decision was made on: the revision, the
+// write token of the write that stored them and their length (the same guard Load uses
+// to trust a cached parse). An empty token (a hash written by hand) identifies nothing.
+struct AggregateStamp {
+  StoreRevision revision;
+  std::string write_token;
+  int64_t aggregate_len = -1;
+};
+
 struct StoredGroup {
   StoreRevision revision;
   std::shared_ptr<const GroupMetadata> meta;
   Liveness liveness;
+  AggregateStamp stamp;  // of the aggregate `meta` was parsed from
 };
 
 // Outcome of a compare-and-set. `applied` false = revision conflict (counted, R2.6).
 struct CasOutcome {
   bool applied = false;
   StoreRevision revision;  // the revision now stored (new one when applied)
+  AggregateStamp stamp;    // of the aggregate written (applied with `next` only)
 };
 
 class MetadataStore {
@@ -49,6 +61,22 @@ class MetadataStore {
   virtual Result<CasOutcome> CompareAndSet(const GroupKey& key, StoreRevision expected,
                                            const GroupMetadata* next,
                                            const LivenessUpdate& liveness, TimeMs now_ms) = 0;
+
+  // The steady heartbeat's one write (issue 14): in one atomic step, if nobody holds the
+  // group mutex, the stored aggregate is still the one `basis` identifies (revision, write
+  // token, length, schema and layout versions), the liveness set holds exactly
+  // `member_count` deadlines and none is due at `now_ms` — i.e. a Load now would return
+  // that aggregate and an empty, partial liveness map — then raise the deadlines in `set`
+  // (never lowering one, as CompareAndSet) and return true; otherwise change nothing and
+  // return false. So deciding against the cached aggregate and that liveness, then
+  // calling this, is the locked load–decide–CAS cycle run at one instant. Errors:
+  // REDIS_UNAVAILABLE, UNKNOWN_RESULT. Stores without it answer false (no fast path).
+  virtual Result<bool> RenewIfSteady(const GroupKey& /*key*/, const AggregateStamp& /*basis*/,
+                                     size_t /*member_count*/,
+                                     const std::vector<std::pair<std::string, TimeMs>>& /*set*/,
+                                     TimeMs /*now_ms*/) {
+    return false;
+  }
 
   // Creates the hash (revision 1) only if absent, adds the index entry, seeds liveness.
   // Errors: GROUP_EXISTS, REDIS_UNAVAILABLE.

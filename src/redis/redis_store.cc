@@ -29,6 +29,10 @@ const LuaScript& CasScript() {
   static const LuaScript s("compare_and_set", lua::kCompareAndSet);
   return s;
 }
+const LuaScript& RenewScript() {
+  static const LuaScript s("renew_if_steady", lua::kRenewIfSteady);
+  return s;
+}
 const LuaScript& CreateScript() {
   static const LuaScript s("create", lua::kCreate);
   return s;
@@ -296,7 +300,8 @@ Result<StoredGroup> RedisStore::Load(const GroupKey& key, TimeMs now_ms) {
       continue;
     }
     liveness.complete = full;
-    return StoredGroup{StoreRevision(revision), std::move(meta), std::move(liveness)};
+    return StoredGroup{StoreRevision(revision), std::move(meta), std::move(liveness),
+                       AggregateStamp{StoreRevision(revision), token, aggregate_len}};
   }
   return MakeError(ErrorCode::kInternal, "load: liveness round limit reached");  // unreachable
 }
@@ -359,8 +364,37 @@ Result<CasOutcome> RedisStore::CompareAndSet(const GroupKey& key, StoreRevision 
     CachePut(tag, CacheEntry{token, static_cast<int64_t>(json.size()),
                              std::make_shared<const GroupMetadata>(*next), Sha1Hex(json),
                              revision.value()});
+    return CasOutcome{true, revision,
+                      AggregateStamp{revision, token, static_cast<int64_t>(json.size())}};
   }
   return CasOutcome{true, revision};
+}
+
+Result<bool> RedisStore::RenewIfSteady(const GroupKey& key, const AggregateStamp& basis,
+                                       size_t member_count,
+                                       const std::vector<std::pair<std::string, TimeMs>>& set,
+                                       TimeMs now_ms) {
+  if (basis.write_token.empty() || basis.aggregate_len < 0) return false;
+  std::vector<std::string> args;
+  args.reserve(7 + 2 * set.size());
+  args.push_back(std::to_string(basis.revision.value()));
+  args.push_back(basis.write_token);
+  args.push_back(std::to_string(basis.aggregate_len));
+  args.push_back(std::to_string(kSchemaVersion));
+  args.push_back(std::to_string(kLayoutVersion));
+  args.push_back(std::to_string(member_count));
+  args.push_back(std::to_string(now_ms));
+  for (const auto& [member, deadline] : set) {
+    args.push_back(member);
+    args.push_back(std::to_string(deadline));
+  }
+  auto reply = Eval(RenewScript(), {MetadataKey(key), LivenessKey(key), LockKey(key)}, args,
+                    CommandKind::kWrite);
+  if (!reply.ok()) return reply.error();
+  // An error reply (a key of the wrong type…) is left to the locked path, whose Load
+  // reports it as it always has.
+  if (!reply->IsInteger()) return false;
+  return reply->integer == 1;
 }
 
 Status RedisStore::IndexAdd(const GroupKey& key) {

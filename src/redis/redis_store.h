@@ -91,6 +91,9 @@ class RedisStore : public MetadataStore {
   Result<CasOutcome> CompareAndSet(const GroupKey& key, StoreRevision expected,
                                    const GroupMetadata* next, const LivenessUpdate& liveness,
                                    TimeMs now_ms) override;
+  Result<bool> RenewIfSteady(const GroupKey& key, const AggregateStamp& basis, size_t member_count,
+                             const std::vector<std::pair<std::string, TimeMs>>& set,
+                             TimeMs now_ms) override;
   Result<StoreRevision> Create(const GroupMetadata& meta, TimeMs now_ms) override;
   Result<StoreRevision> Restore(const GroupMetadata& meta, TimeMs now_ms) override;
   Status Delete(const GroupKey& key, StoreRevision expected) override;

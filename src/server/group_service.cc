@@ -92,6 +92,7 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
       observer_.OnLoadError(key, loaded.error());
       return loaded.error();
     }
+    Remember(key, loaded->stamp, loaded->meta);
     // A key is drawn only for a group that has none yet (core/lineage_token.h).
     Env env{now, tokens_.NewToken(),
             loaded->meta->lineage_key.empty() ? tokens_.NewToken() : std::string()};
@@ -118,6 +119,8 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
     }
     if (wrote) *wrote = d.next.has_value();
     if (revision_out) *revision_out = cas->revision;
+    if (d.next)
+      Remember(key, cas->stamp, std::make_shared<const GroupMetadata>(std::move(*d.next)));
     return std::move(d.response);
   }
   return ConflictExhausted(key, options_.max_attempts);
@@ -167,30 +170,91 @@ void MergeLiveness(LivenessUpdate& into, const LivenessUpdate& u) {
 
 }  // namespace
 
+Decision<std::vector<Result<HeartbeatResponse>>> GroupService::DecideBatch(
+    const GroupMetadata& stored, const Liveness& loaded_live, const Env& env,
+    const std::vector<HeartbeatWaiter*>& batch) {
+  using Batch = std::vector<Result<HeartbeatResponse>>;
+  Decision<Batch> out{std::nullopt, {}, Batch{}, {}};
+  const GroupMetadata* state = &stored;
+  Liveness live = loaded_live;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    // One fresh lineage token per decision: each committed version gets its own.
+    Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken(), env.fresh_key};
+    auto d = decide_.Heartbeat(*state, live, *batch[i]->req, step);
+    ApplyLiveness(live, d.liveness);
+    MergeLiveness(out.liveness, d.liveness);
+    out.events.insert(out.events.end(), d.events.begin(), d.events.end());
+    out.response->push_back(std::move(d.response));
+    if (d.next) {
+      out.next = std::move(d.next);
+      state = &*out.next;
+    }
+  }
+  return out;
+}
+
+void GroupService::Remember(const GroupKey& key, const AggregateStamp& stamp,
+                            std::shared_ptr<const GroupMetadata> meta) {
+  std::lock_guard<std::mutex> lock(bases_mu_);
+  Basis& b = bases_[key.Tag()];
+  // Only forward: a slower thread's older load must not replace a newer write.
+  if (b.meta && b.stamp.revision.value() > stamp.revision.value()) return;
+  b = Basis{stamp, std::move(meta)};
+}
+
+std::optional<GroupService::Basis> GroupService::BasisFor(const GroupKey& key) {
+  std::lock_guard<std::mutex> lock(bases_mu_);
+  auto it = bases_.find(key.Tag());
+  if (it == bases_.end() || it->second.stamp.write_token.empty()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::vector<Result<HeartbeatResponse>>> GroupService::TrySteadyBatch(
+    const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch) {
+  if (!options_.steady_path) return std::nullopt;
+  std::optional<Basis> basis = BasisFor(key);
+  if (!basis) return std::nullopt;
+  const TimeMs now = clock_.NowMs();
+  // What a Load returns when the liveness set has one deadline per member and none is due.
+  const Liveness nothing_due{{}, false};
+  Env env{now, tokens_.NewToken(), basis->meta->lineage_key.empty() ? tokens_.NewToken() : ""};
+  auto d = DecideBatch(*basis->meta, nothing_due, env, batch);
+  if (d.next || !d.liveness.remove.empty()) return std::nullopt;  // not steady: locked path
+  auto renewed =
+      store_.RenewIfSteady(key, basis->stamp, basis->meta->members.size(), d.liveness.set, now);
+  if (renewed.ok() && !*renewed) {
+    observer_.OnSteadyRenewal(key, false);
+    return std::nullopt;
+  }
+  std::vector<Result<HeartbeatResponse>> out;
+  out.reserve(batch.size());
+  if (!renewed.ok()) {
+    // As in Mutate: an unconfirmed write is retried by the client; answers are views of
+    // committed state, so the retry is safe whether or not this one landed.
+    Error e = renewed.error();
+    if (e.code == ErrorCode::kUnknownResult) {
+      e = MakeError(ErrorCode::kRedisUnavailable,
+                    "Redis did not confirm the write; retry: " + renewed.error().message);
+    }
+    for (size_t i = 0; i < batch.size(); ++i) out.emplace_back(e);
+    return out;
+  }
+  observer_.OnSteadyRenewal(key, true);
+  observer_.OnEvents(key, d.events);
+  for (auto& r : *d.response) out.push_back(std::move(r));
+  return out;
+}
+
 std::vector<Result<HeartbeatResponse>> GroupService::RunHeartbeatBatch(
     const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch) {
   using Batch = std::vector<Result<HeartbeatResponse>>;
-  auto r = Mutate<Batch>(
-      key, options_.lock_wait,
-      [&](const GroupMetadata& stored, const Liveness& loaded_live, const Env& env, StoreRevision) {
-        Decision<Batch> out{std::nullopt, {}, Batch{}, {}};
-        const GroupMetadata* state = &stored;
-        Liveness live = loaded_live;
-        for (size_t i = 0; i < batch.size(); ++i) {
-          // One fresh lineage token per decision: each committed version gets its own.
-          Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken(), env.fresh_key};
-          auto d = decide_.Heartbeat(*state, live, *batch[i]->req, step);
-          ApplyLiveness(live, d.liveness);
-          MergeLiveness(out.liveness, d.liveness);
-          out.events.insert(out.events.end(), d.events.begin(), d.events.end());
-          out.response->push_back(std::move(d.response));
-          if (d.next) {
-            out.next = std::move(d.next);
-            state = &*out.next;
-          }
-        }
-        return out;
-      });
+  std::optional<Batch> steady = TrySteadyBatch(key, batch);
+  Result<Batch> r = steady ? Result<Batch>(std::move(*steady)) : Result<Batch>(Batch{});
+  if (!steady) {
+    r = Mutate<Batch>(key, options_.lock_wait,
+                      [&](const GroupMetadata& stored, const Liveness& loaded_live, const Env& env,
+                          StoreRevision) { return DecideBatch(stored, loaded_live, env, batch); });
+  }
   std::vector<Result<HeartbeatResponse>> out;
   out.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {

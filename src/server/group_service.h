@@ -36,6 +36,9 @@ class ServiceObserver {
   virtual void OnHeartbeat(const GroupKey&, std::string_view /*status*/) {}
   virtual void OnMutexWait(double /*seconds*/, bool /*acquired*/) {}
   virtual void OnRevisionConflict(const GroupKey&) {}
+  // A batch of steady heartbeats committed by RenewIfSteady (true), or refused by it and
+  // sent down the locked path (false).
+  virtual void OnSteadyRenewal(const GroupKey&, bool /*applied*/) {}
   virtual void OnLoadError(const GroupKey&, const Error&) {}
   // Once per tick per group, with the full liveness map.
   virtual void OnGroupState(const GroupKey&, const GroupMetadata&, const Liveness&,
@@ -80,6 +83,9 @@ struct GroupServiceOptions {
   std::chrono::milliseconds lock_wait{1500};
   int max_attempts = 5;              // CAS conflicts retried before answering LOCK_TIMEOUT
   size_t max_heartbeat_batch = 256;  // heartbeats decided under one load + CAS
+  // The steady path (TrySteadyBatch). Off: every batch takes the locked cycle (what the
+  // benchmarks compare it with; the answers are the same either way).
+  bool steady_path = true;
   const Decider* decider = nullptr;  // nullptr: Decider::Real(); must outlive the service
   // Shard-stream operations for resharding; nullptr: reshards are refused. Must outlive the
   // service.
@@ -143,6 +149,26 @@ class GroupService : public CoordinatorApi {
   // waiter's result: those are written under the queue's mutex (see Heartbeat).
   std::vector<Result<HeartbeatResponse>> RunHeartbeatBatch(
       const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch);
+  // Decides the batch in order against one state: each decision sees the ones before it.
+  Decision<std::vector<Result<HeartbeatResponse>>> DecideBatch(
+      const GroupMetadata& stored, const Liveness& loaded_live, const Env& env,
+      const std::vector<HeartbeatWaiter*>& batch);
+
+  // The steady path (issue 14): the batch decided against the aggregate this process last
+  // loaded or wrote and the liveness a Load returns when nothing is due, then committed by
+  // one RenewIfSteady (store.h), which refuses unless a locked Load would have returned
+  // exactly that and no section runs: the locked cycle at one instant, in one round trip
+  // instead of four (lock, load, CAS, unlock). nullopt: not applicable or refused, take the
+  // locked path.
+  struct Basis {
+    AggregateStamp stamp;
+    std::shared_ptr<const GroupMetadata> meta;
+  };
+  std::optional<std::vector<Result<HeartbeatResponse>>> TrySteadyBatch(
+      const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch);
+  void Remember(const GroupKey& key, const AggregateStamp& stamp,
+                std::shared_ptr<const GroupMetadata> meta);
+  std::optional<Basis> BasisFor(const GroupKey& key);
 
   // The R3.1 cycle. `decide` maps (stored, liveness, env, revision) to a Decision<R>.
   // `wait` is how long to wait for the Redis mutex.
@@ -174,6 +200,9 @@ class GroupService : public CoordinatorApi {
   ServiceObserver& observer_;
   const GroupServiceOptions options_;
   std::function<Status()> ready_probe_;
+
+  std::mutex bases_mu_;
+  std::unordered_map<std::string, Basis> bases_;  // by Tag(); guarded by bases_mu_
 
   std::mutex monitors_mu_;
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> monitors_;    // by Tag()

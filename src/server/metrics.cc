@@ -72,6 +72,12 @@ struct Metrics::Impl {
       CounterFamily(registry, "rsc_revision_conflicts_total",
                     "Compare-and-set failures on a group's metadata revision (R2.6)");
   Counter& revision_conflicts = revision_conflicts_family.Add({});
+  Family<Counter>& steady_renewals_family = CounterFamily(
+      registry, "rsc_steady_renewals_total",
+      "Batches of steady heartbeats committed in one round trip (applied), or refused because "
+      "the group changed and decided again under the mutex (refused)");
+  Counter& steady_applied = steady_renewals_family.Add({{"outcome", "applied"}});
+  Counter& steady_refused = steady_renewals_family.Add({{"outcome", "refused"}});
   Family<Gauge>& heartbeat_age =
       GaugeFamily(registry, "rsc_member_heartbeat_age_seconds",
                   "Oldest member heartbeat age in the group, seconds, as of the last load");
@@ -175,6 +181,10 @@ void Metrics::OnHeartbeat(std::string_view status_name) {
 void Metrics::ObserveMutexWait(double seconds) { impl_->mutex_wait.Observe(seconds); }
 
 void Metrics::OnRevisionConflict() { impl_->revision_conflicts.Increment(); }
+
+void Metrics::OnSteadyRenewal(bool applied) {
+  (applied ? impl_->steady_applied : impl_->steady_refused).Increment();
+}
 
 void Metrics::SetMemberHeartbeatAge(const GroupKey& key, double max_age_seconds) {
   impl_->heartbeat_age.Add(GroupLabels(key)).Set(max_age_seconds);

@@ -21,6 +21,9 @@
 //                                               GroupService must NOT call OnHeartbeat
 //   rsc_mutex_wait_seconds                      histogram: time to acquire a group mutex
 //   rsc_revision_conflicts_total                CAS failures on the metadata hash (R2.6)
+//   rsc_steady_renewals_total{outcome}          heartbeat batches committed by the steady
+//                                               path (applied) or sent on to the locked
+//                                               path (refused; issue 14)
 //   rsc_member_heartbeat_age_seconds{stream,group}
 //                                               gauge: the OLDEST member heartbeat age in
 //                                               the group as of the last load (a member
@@ -117,6 +120,7 @@ class Metrics {
   // Protocol signals for GroupService / tick loop.
   void ObserveMutexWait(double seconds);
   void OnRevisionConflict();
+  void OnSteadyRenewal(bool applied);
   void SetMemberHeartbeatAge(const GroupKey& key, double max_age_seconds);
   void SetRevokingShards(const GroupKey& key, int64_t shards);
   // (group, sealed shard) pairs not complete yet, per stream (rsc_reshard_parents_incomplete).

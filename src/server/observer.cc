@@ -83,6 +83,10 @@ void MetricsObserver::OnRevisionConflict(const GroupKey& key) {
   spdlog::debug("event=revision_conflict group={}", key.Tag());
 }
 
+void MetricsObserver::OnSteadyRenewal(const GroupKey&, bool applied) {
+  metrics_.OnSteadyRenewal(applied);
+}
+
 void MetricsObserver::OnLoadError(const GroupKey& key, const Error& e) {
   if (e.code == ErrorCode::kMetadataUnreadable) {
     metrics_.OnMetadataUnreadable();

@@ -21,6 +21,7 @@ class MetricsObserver : public ServiceObserver {
   void OnHeartbeat(const GroupKey& key, std::string_view status) override;
   void OnMutexWait(double seconds, bool acquired) override;
   void OnRevisionConflict(const GroupKey& key) override;
+  void OnSteadyRenewal(const GroupKey& key, bool applied) override;
   void OnLoadError(const GroupKey& key, const Error& e) override;
   void OnGroupState(const GroupKey& key, const GroupMetadata& m, const Liveness& live,
                     TimeMs now) override;

@@ -308,6 +308,60 @@ const std::vector<NamedScript>& Scripts() {
          t.push_back(Trace(s.LoadLayout("other")));
          return t;
        }},
+      {"SteadyRenewalOnlyWhenALoadWouldAgree",
+       [](Backend& b) {
+         // renew_if_steady.lua / MemoryStore::RenewIfSteady (issue 14): renews only while
+         // the aggregate is the loaded one, no deadline is due, the liveness set has one
+         // entry per member and no section holds the mutex; never lowers a deadline.
+         std::vector<std::string> t;
+         auto& s = b.store();
+         using std::chrono::milliseconds;
+         auto renew = [&](const AggregateStamp& st, size_t members, TimeMs m0) {
+           auto r = s.RenewIfSteady(kKey, st, members, {{"m0", m0}}, kNow);
+           t.push_back(r.ok() ? fmt::format("renew {}", *r)
+                              : fmt::format("renew {}", ErrorCodeName(r.error().code)));
+           auto all = s.LoadAllLiveness(kKey);
+           t.push_back(fmt::format("m0={}", all.ok() && all->deadline_ms.count("m0")
+                                                ? all->deadline_ms["m0"] - kNow
+                                                : -1));
+         };
+         t.push_back(Trace(s.Create(Meta(2), kNow)));
+         auto loaded = s.Load(kKey, kNow);
+         t.push_back(Trace(loaded));
+         if (!loaded.ok()) return t;
+         const AggregateStamp st = loaded->stamp;
+         t.push_back(fmt::format("stamp rev={} token={} len={}", st.revision.value(),
+                                 !st.write_token.empty(), st.aggregate_len > 0));
+         renew(st, 2, kNow + 9000);  // no liveness at all yet: refused (a Load is complete)
+         LivenessUpdate u;
+         u.set = {{"m0", kNow + 5000}, {"m1", kNow + 5000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, u, kNow)));
+         renew(st, 2, kNow + 9000);  // steady: renewed
+         renew(st, 2, kNow + 1000);  // never lowered
+         renew(st, 3, kNow + 9500);  // member count differs: refused
+         AggregateStamp other = st;
+         other.write_token = "someone-else";
+         renew(other, 2, kNow + 9500);  // another aggregate: refused
+         other = st;
+         other.aggregate_len += 1;
+         renew(other, 2, kNow + 9500);
+         auto lock = s.Lock(kKey, milliseconds(60000), milliseconds(0));
+         renew(st, 2, kNow + 9500);  // a section runs: refused
+         if (lock.ok() && lock->has_value()) t.push_back(Trace(s.Unlock(kKey, **lock)));
+         renew(st, 2, kNow + 9600);  // renewed again
+         LivenessUpdate due;
+         due.remove = {"m1"};
+         due.set = {{"m2", kNow}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, due, kNow)));
+         renew(st, 2, kNow + 9700);  // m2 is due at now: refused
+         GroupMetadata next = Bumped(Meta(2));
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), &next, {}, kNow)));
+         renew(st, 2, kNow + 9800);  // a newer revision: refused
+         b.RawSetField(kKey, "schemaVersion", "9");
+         auto fresh = s.Load(kKey, kNow);
+         t.push_back(Trace(fresh));
+         return t;
+       }},
       {"MutexIsExclusive",
        [](Backend& b) {
          std::vector<std::string> t;
@@ -380,7 +434,44 @@ TEST(ContractExpectations, LayoutCreateCasAndCorruption) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 9),
+TEST(ContractExpectations, SteadyRenewalOnlyWhenALoadWouldAgree) {
+  MemoryBackend fake;
+  for (const NamedScript& s : Scripts()) {
+    if (std::string(s.name) != "SteadyRenewalOnlyWhenALoadWouldAgree") continue;
+    const auto t = s.run(fake);
+    const std::vector<std::string> want = {"rev 1",
+                                           "load rev=1 v=1 members=2 complete=true live=[]",
+                                           "stamp rev=1 token=true len=true",
+                                           "renew false",
+                                           "m0=-1",
+                                           "cas applied=true rev=1",
+                                           "renew true",
+                                           "m0=9000",
+                                           "renew true",
+                                           "m0=9000",
+                                           "renew false",
+                                           "m0=9000",
+                                           "renew false",
+                                           "m0=9000",
+                                           "renew false",
+                                           "m0=9000",
+                                           "renew false",
+                                           "m0=9000",
+                                           "ok",
+                                           "renew true",
+                                           "m0=9600",
+                                           "cas applied=true rev=1",
+                                           "renew false",
+                                           "m0=9600",
+                                           "cas applied=true rev=2",
+                                           "renew false",
+                                           "m0=9600",
+                                           "load METADATA_UNREADABLE"};
+    EXPECT_EQ(t, want);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scripts, Contract, ::testing::Range<size_t>(0, 10),
                          [](const auto& info) { return std::string(Scripts()[info.param].name); });
 
 }  // namespace
