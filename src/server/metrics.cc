@@ -91,6 +91,13 @@ struct Metrics::Impl {
   Family<Gauge>& group_oldest_pending =
       GaugeFamily(registry, "rsc_group_oldest_pending_seconds",
                   "Idle time of the group's oldest pending entry, seconds");
+  Family<Gauge>& group_members =
+      GaugeFamily(registry, "rsc_group_members",
+                  "Member records of the group (live, leaving or fenced), as of its last tick");
+  Family<Gauge>& group_shards =
+      GaugeFamily(registry, "rsc_group_shards",
+                  "Shards of the group per state (ASSIGNED, UNASSIGNED, DRAINING, "
+                  "WAITING_PARENTS, COMPLETED; SPEC O1), as of its last tick");
   Family<Gauge>& shard_lag = GaugeFamily(registry, "rsc_shard_lag",
                                          "Entries not yet delivered to the group on the shard "
                                          "(only with --shard-metrics)");
@@ -206,6 +213,30 @@ void Metrics::SetGroupBacklog(const GroupKey& key, int64_t lag, int64_t pending,
 }
 
 namespace {
+// The states of the group view's shards (docs/protocol.md 7.2; decide.cc sets them):
+// each always has a series, so a state's count falls to 0 instead of vanishing.
+constexpr const char* kShardStates[] = {"ASSIGNED", "UNASSIGNED", "DRAINING", "WAITING_PARENTS",
+                                        "COMPLETED"};
+
+prometheus::Labels StateLabels(const GroupKey& key, const std::string& state) {
+  return {{"stream", key.stream}, {"group", key.group}, {"state", state}};
+}
+}  // namespace
+
+void Metrics::SetGroupMembers(const GroupKey& key, int64_t members) {
+  impl_->group_members.Add(GroupLabels(key)).Set(static_cast<double>(members));
+}
+
+void Metrics::SetGroupShardStates(const GroupKey& key,
+                                  const std::map<std::string, int64_t>& counts) {
+  for (const char* state : kShardStates) {
+    auto it = counts.find(state);
+    impl_->group_shards.Add(StateLabels(key, state))
+        .Set(static_cast<double>(it == counts.end() ? 0 : it->second));
+  }
+}
+
+namespace {
 prometheus::Labels ShardLabels(const GroupKey& key, int32_t shard) {
   return {{"stream", key.stream}, {"group", key.group}, {"shard", std::to_string(shard)}};
 }
@@ -233,6 +264,10 @@ void Metrics::ForgetGroup(const GroupKey& key) {
   impl_->group_lag.Remove(&impl_->group_lag.Add(GroupLabels(key)));
   impl_->group_pending.Remove(&impl_->group_pending.Add(GroupLabels(key)));
   impl_->group_oldest_pending.Remove(&impl_->group_oldest_pending.Add(GroupLabels(key)));
+  impl_->group_members.Remove(&impl_->group_members.Add(GroupLabels(key)));
+  for (const char* state : kShardStates) {
+    impl_->group_shards.Remove(&impl_->group_shards.Add(StateLabels(key, state)));
+  }
 }
 
 void Metrics::OnRegression(std::string_view kind) {

@@ -80,6 +80,12 @@
 //   rsc_group_oldest_pending_seconds{stream,group}
 //                                               gauge: idle time of the oldest pending
 //                                               entry over the group's shards
+//   rsc_group_members{stream,group}             gauge: member records of the group (live,
+//                                               leaving or fenced) after its last tick
+//   rsc_group_shards{stream,group,state}        gauge: the group's shards per O1 state
+//                                               (ASSIGNED, UNASSIGNED, DRAINING,
+//                                               WAITING_PARENTS, COMPLETED; every state
+//                                               always has a series), every tick
 //   rsc_shard_lag{stream,group,shard}           the same per shard, only with
 //   rsc_shard_pending{stream,group,shard}       --shard-metrics (one series per shard)
 //   rsc_ticks_total                             tick passes run
@@ -87,6 +93,7 @@
 // Thread safety: every method may be called concurrently from any thread.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,6 +134,11 @@ class Metrics {
   void SetReshardParentsIncomplete(const std::string& stream, int64_t pairs);
   // O1: the group's summed lag and pending and its oldest pending entry's idle time.
   void SetGroupBacklog(const GroupKey& key, int64_t lag, int64_t pending, double oldest_seconds);
+  // Member records of the group (rsc_group_members).
+  void SetGroupMembers(const GroupKey& key, int64_t members);
+  // Shards per O1 state (rsc_group_shards): the five states of the group view, each set
+  // (0 when absent from `counts`); other names in `counts` are ignored.
+  void SetGroupShardStates(const GroupKey& key, const std::map<std::string, int64_t>& counts);
   // Per shard (--shard-metrics); a shard whose lag Redis cannot tell gets no lag series.
   void SetShardBacklog(const GroupKey& key, int32_t shard, std::optional<int64_t> lag,
                        int64_t pending);

@@ -100,7 +100,9 @@ void MetricsObserver::OnLoadError(const GroupKey& key, const Error& e) {
 void MetricsObserver::OnGroupBacklog(const GroupKey& key, const std::vector<ShardView>& shards) {
   int64_t lag = 0, pending = 0, oldest_ms = 0;
   std::set<int32_t> present;
+  std::map<std::string, int64_t> states;
   for (const ShardView& s : shards) {
+    ++states[s.state];
     lag += s.lag.value_or(0);
     pending += s.pending.value_or(0);
     oldest_ms = std::max(oldest_ms, s.oldest_pending_ms.value_or(0));
@@ -110,6 +112,7 @@ void MetricsObserver::OnGroupBacklog(const GroupKey& key, const std::vector<Shar
     }
   }
   metrics_.SetGroupBacklog(key, lag, pending, static_cast<double>(oldest_ms) / 1000.0);
+  metrics_.SetGroupShardStates(key, states);
   if (!shard_metrics_) return;
   std::set<int32_t> gone;
   {
@@ -132,6 +135,7 @@ void MetricsObserver::OnGroupState(const GroupKey& key, const GroupMetadata& m,
     if (last > 0) max_age = std::max(max_age, static_cast<double>(now - last) / 1000.0);
   }
   metrics_.SetMemberHeartbeatAge(key, max_age);
+  metrics_.SetGroupMembers(key, static_cast<int64_t>(m.members.size()));
   int64_t revoking = 0;
   for (const ShardState& s : m.shards) {
     revoking += (!s.owner.empty() && s.owner != s.target) ? 1 : 0;
