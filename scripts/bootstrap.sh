@@ -5,7 +5,8 @@ PKGS=(build-essential cmake ninja-build pkg-config git iproute2 util-linux curl
       libboost1.81-dev libboost-json1.81-dev libhiredis-dev redis-server redis-tools
       prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev librapidcheck-dev
       libgtest-dev libgmock-dev googletest libbenchmark-dev clang-format libxxhash-dev
-      jq)  # jq: bench/run.sh assembles its table and JSON
+      jq  # jq: bench/run.sh assembles its table and JSON
+      libyaml-cpp-dev)  # docs/openapi.yaml is read by the tests (SPEC O5)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
