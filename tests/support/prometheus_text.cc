@@ -131,18 +131,38 @@ class Parser {
     const std::optional<double> v = ReadValue(token);
     if (!v) return Error("bad value (or a timestamp, which we never emit): " + line);
     s.value = *v;
-    if (out_->type.count(s.name) == 0) return Error("sample before TYPE of " + s.name);
-    if (out_->help.count(s.name) == 0) return Error("sample before HELP of " + s.name);
+    const std::string family = FamilyOf(s.name);
+    if (out_->type.count(family) == 0) return Error("sample before TYPE of " + s.name);
+    if (out_->help.count(family) == 0) return Error("sample before HELP of " + s.name);
+    if (s.name.ends_with("_bucket") && family != s.name && !s.Label("le")) {
+      return Error("histogram bucket without an le label: " + line);
+    }
     std::ostringstream key;
     key << s.name;
     for (const auto& [k, val] : s.labels) key << '\0' << k << '\0' << val;
     if (!series_.insert(key.str()).second) return Error("duplicate series: " + line);
-    if (s.name != last_name_ && sampled_.count(s.name) != 0) {
-      return Error("samples of " + s.name + " are not together: " + line);
+    if (family != last_name_ && sampled_.count(family) != 0) {
+      return Error("samples of " + family + " are not together: " + line);
     }
-    last_name_ = s.name;
-    sampled_.insert(s.name);
+    last_name_ = family;
+    sampled_.insert(family);
     out_->samples.push_back(std::move(s));
+  }
+
+  // The family a sample belongs to: its own name, or for the samples of a histogram
+  // (<name>_bucket, _sum, _count) and a summary (_sum, _count) the family's name.
+  std::string FamilyOf(const std::string& sample) const {
+    if (out_->type.count(sample) != 0) return sample;
+    for (const std::string suffix : {"_bucket", "_sum", "_count"}) {
+      if (!sample.ends_with(suffix)) continue;
+      const std::string base = sample.substr(0, sample.size() - suffix.size());
+      auto it = out_->type.find(base);
+      if (it == out_->type.end()) continue;
+      if (it->second == "histogram" || (it->second == "summary" && suffix != "_bucket")) {
+        return base;
+      }
+    }
+    return sample;
   }
 
   PromExposition* out_;

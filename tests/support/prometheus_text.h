@@ -6,6 +6,9 @@
 //   # HELP <name> <text>        (once per name, before its samples)
 //   # TYPE <name> <counter|gauge|histogram|summary|untyped>  (once, before its samples)
 //   <name>[{<label>="<value>",...}] <value>
+// A histogram family <name> has samples <name>_bucket (with an `le` label), <name>_sum and
+// <name>_count; a summary <name>_sum and <name>_count (and <name> with `quantile`). Samples
+// keep their own names; HELP, TYPE and "a family's samples are together" apply per family.
 // Label values may contain only the escapes \\ \" \n; values are floats (NaN, +Inf, -Inf).
 
 #include <map>
