@@ -6,10 +6,10 @@ PKGS=(build-essential cmake ninja-build pkg-config git iproute2 util-linux curl
       prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev librapidcheck-dev
       libgtest-dev libgmock-dev googletest libbenchmark-dev clang-format libxxhash-dev
       jq  # jq: bench/run.sh assembles its table and JSON
-      libyaml-cpp-dev prometheus)  # docs/openapi.yaml, deploy/ checks (SPEC O5)
+      libyaml-cpp-dev prometheus systemd)  # docs/openapi.yaml, deploy/ checks (SPEC O5)
 # prometheus: only its promtool is used (the alert rules' checks); on a machine that runs
 # systemd the package also enables a Prometheus server (`systemctl disable --now
-# prometheus` if unwanted).
+# prometheus` if unwanted). systemd: systemd-analyze checks deploy/systemd/.
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
