@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_request_json fuzz_response_json fuzz_router fuzz_aggregate fuzz_layout)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_request_json fuzz_response_json fuzz_router fuzz_aggregate fuzz_layout fuzz_tokens_file)
 cxx="${CXX_FUZZ:-$(command -v clang++-14 || command -v clang++)}"
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER="$cxx" >/dev/null

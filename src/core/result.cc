@@ -8,6 +8,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "INVALID_REQUEST";
     case ErrorCode::kUnauthorized:
       return "UNAUTHORIZED";
+    case ErrorCode::kForbidden:
+      return "FORBIDDEN";
     case ErrorCode::kNotFound:
       return "NOT_FOUND";
     case ErrorCode::kGroupNotFound:
@@ -58,6 +60,8 @@ int HttpStatus(ErrorCode code) {
       return 400;
     case ErrorCode::kUnauthorized:
       return 401;
+    case ErrorCode::kForbidden:
+      return 403;
     case ErrorCode::kNotFound:
     case ErrorCode::kGroupNotFound:
     case ErrorCode::kStreamNotFound:

@@ -14,7 +14,8 @@ namespace rsc {
 // Every code maps to exactly one client reaction; see SPEC §4.1 and docs/protocol.md.
 enum class ErrorCode {
   kInvalidRequest,          // 400: fix the request
-  kUnauthorized,            // 401: admin token missing/wrong
+  kUnauthorized,            // 401: bearer token missing or not one the coordinator knows
+  kForbidden,               // 403: a valid token whose role may not call this route (O4)
   kNotFound,                // 404: no such route
   kGroupNotFound,           // 404: group never existed (or key lost and not indexed)
   kStreamNotFound,          // 404: the stream has no layout and no groups

@@ -67,17 +67,12 @@ struct Api::Outcome {
   }
 };
 
-bool ConstantTimeEquals(std::string_view given, std::string_view expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
-    diff |= g ^ static_cast<unsigned char>(expected[i]);
-  }
-  return diff == 0;
-}
-
 Api::Api(CoordinatorApi& api, ShutdownGate& gate, Metrics& metrics, ApiOptions options)
-    : api_(api), gate_(gate), metrics_(metrics), options_(std::move(options)) {}
+    : api_(api),
+      gate_(gate),
+      metrics_(metrics),
+      options_(std::move(options)),
+      auth_(options_.tokens) {}
 
 bool Api::IsInline(const HttpRequest& req) const {
   if (req.method != "GET") return false;
@@ -124,31 +119,16 @@ HttpResponse Api::Handle(const HttpRequest& req) {
   return std::move(out.response);
 }
 
-bool Api::Authorized(const HttpRequest& req) const {
-  if (options_.admin_token.empty()) return true;
-  std::string_view h = req.Header("Authorization");
-  constexpr std::string_view kScheme = "bearer";
-  if (h.size() <= kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    char c = h[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != kScheme[i]) return false;
-  }
-  std::string_view token = h.substr(kScheme.size());
-  if (token.empty() || (token[0] != ' ' && token[0] != '\t')) return false;
-  size_t b = token.find_first_not_of(" \t");
-  if (b == std::string_view::npos) return false;
-  token = token.substr(b);
-  token = token.substr(0, token.find_last_not_of(" \t") + 1);
-  return ConstantTimeEquals(token, options_.admin_token);
-}
-
 Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
-  if (IsAdminRoute(m.route) && !Authorized(req)) {
-    Outcome o =
-        Outcome::Fail(MakeError(ErrorCode::kUnauthorized,
-                                "admin endpoint: missing or wrong 'Authorization: Bearer' token"));
-    o.response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  Result<std::string_view> actor = auth_.Check(m.route, req.Header("Authorization"));
+  if (!actor.ok()) {
+    if (m.route == Route::kHeartbeat || m.route == Route::kLeave) {
+      metrics_.OnHeartbeat(ErrorCodeName(actor.error().code));
+    }
+    Outcome o = Outcome::Fail(actor.error());
+    if (actor.error().code == ErrorCode::kUnauthorized) {
+      o.response.headers.emplace_back("WWW-Authenticate", "Bearer");
+    }
     return o;
   }
   std::optional<ShutdownGate::Guard> guard;

@@ -3,8 +3,9 @@
 // JSON answer. Per request, in this order:
 //   1. route (router.h): 404 NOT_FOUND, 405 METHOD_NOT_ALLOWED (with Allow), 400 for bad
 //      P/G/member names (R2.4)
-//   2. admin routes: `Authorization: Bearer <token>` when a token is configured, else
-//      401 UNAUTHORIZED (constant-time comparison)
+//   2. roles (auth.h, SPEC O4): a route whose class needs a token takes
+//      `Authorization: Bearer <token>`; none or an unknown one is 401 UNAUTHORIZED (with
+//      WWW-Authenticate: Bearer), a token of a role the route does not admit 403 FORBIDDEN
 //   3. client requests and admin mutations pass the ShutdownGate: 503
 //      COORDINATOR_TERMINATING once terminating; requests already inside complete (S1)
 //   4. body/query validation (protocol_json.h): 400 INVALID_REQUEST naming the field
@@ -12,9 +13,9 @@
 //      {"error": CODE, "message": ...}
 // Every request is counted in rsc_http_requests_total / _duration_seconds and logged as
 // one line at debug level (warn for status >= 500); requests routing did not match are
-// counted under route="unmatched". Heartbeat and leave outcomes are
-// counted in rsc_heartbeats_total{status} HERE, including requests refused before
-// reaching the service, so GroupService must not count them again.
+// counted under route="unmatched" (401 and 403 under their route). Heartbeat and leave
+// outcomes are counted in rsc_heartbeats_total{status} HERE, including requests refused
+// before reaching the service (401, 403, 503), so GroupService must not count them again.
 //
 // PATCH with a partial config: the missing fields come from the group's current config,
 // read with DescribeGroup; if that read shows a revision other than expectedRevision the
@@ -28,6 +29,7 @@
 #include <functional>
 #include <string>
 
+#include "server/auth.h"
 #include "server/coordinator_api.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -37,7 +39,8 @@
 namespace rsc {
 
 struct ApiOptions {
-  std::string admin_token;  // empty: admin endpoints are open (SPEC S4 --admin-token)
+  // The configured tokens (SPEC O4), validated (ValidateTokens); none: every route is open.
+  TokenConfig tokens;
   // Optional source of the open-connection count reported on /metrics.
   std::function<int64_t()> open_connections;
 };
@@ -58,15 +61,12 @@ class Api : public HttpHandler {
   Outcome Dispatch(const RouteMatch& m, const HttpRequest& req);
   Outcome Heartbeat(const GroupKey& key, const HeartbeatRequest& hb);
   Outcome Patch(const RouteMatch& m, const HttpRequest& req);
-  bool Authorized(const HttpRequest& req) const;
 
   CoordinatorApi& api_;
   ShutdownGate& gate_;
   Metrics& metrics_;
   const ApiOptions options_;
+  const Authorizer auth_;
 };
-
-// Compares in time that depends only on `expected`'s length, not on where they differ.
-bool ConstantTimeEquals(std::string_view given, std::string_view expected);
 
 }  // namespace rsc

@@ -19,6 +19,7 @@
 #include "redis/redis_stream_admin.h"
 #include "redis/redis_url.h"
 #include "server/api.h"
+#include "server/auth.h"
 #include "server/compat_watch.h"
 #include "server/embedded_redis.h"
 #include "server/group_service.h"
@@ -36,19 +37,32 @@ Examples:
   rsc-coordinator                                   # embedded local redis-server (data in ./.state)
   rsc-coordinator --redis redis://127.0.0.1:6379 --listen 0.0.0.0:7400
   rsc-coordinator --redis redis://app:secret@redis.internal:6379/0 --admin-token "$TOKEN"
+  rsc-coordinator --redis redis://redis.internal:6379 --tokens-file /etc/rsc/tokens  # roles
   rsc-coordinator --listen 127.0.0.1:0              # port 0: a free port, logged at start
 
 Endpoints: POST /v1/groups/{stream}/{group}/heartbeat, GET .../routing, admin /v1/groups…,
 /healthz, /readyz, /metrics. See docs/protocol.md.
 
-Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 2 bad command line, 3 Redis unreachable,
+Roles (docs/protocol.md §2): admin (everything), monitor (group and stream views, /metrics),
+member (heartbeat, leave, routing), each enforced once its token is configured; a monitor or
+member token needs an admin token. Tokens file: lines `admin=T`, `monitor=T`, `member=T`
+(and `<role>.previous=T` during a rotation), `#` comments, mode 600 or 640.
+
+Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 2 bad command line (also: bad tokens),
+3 Redis unreachable,
 4 Redis incompatible (the message names what is missing), 5 cannot listen.
 )";
+
+// Tokens shorter than this are accepted with a warning.
+constexpr size_t kShortTokenLength = 16;
 
 struct Flags {
   std::string redis_url;
   std::string listen = "127.0.0.1:7400";
   std::string admin_token;
+  std::string monitor_token;
+  std::string member_token;
+  std::string tokens_file;
   std::string state_dir = ".state";
   int io_threads = 2;
   int workers = 8;
@@ -97,8 +111,22 @@ int main(int argc, char** argv) {
       ->envname("RSC_LISTEN")
       ->capture_default_str();
   app.add_option("--admin-token", f.admin_token,
-                 "Bearer token required on admin endpoints (empty: admin open)")
+                 "Bearer token of the admin role: every endpoint; with it alone, the group and "
+                 "stream views need it too (empty: everything open)")
       ->envname("RSC_ADMIN_TOKEN");
+  app.add_option("--monitor-token", f.monitor_token,
+                 "Bearer token of the monitor role: group and stream views and /metrics, which "
+                 "then need it or the admin token (needs an admin token)")
+      ->envname("RSC_MONITOR_TOKEN");
+  app.add_option("--member-token", f.member_token,
+                 "Bearer token of the member role: heartbeat, leave and routing, which then "
+                 "need it or the admin token (needs an admin token)")
+      ->envname("RSC_MEMBER_TOKEN");
+  app.add_option("--tokens-file", f.tokens_file,
+                 "File of role=token lines (admin, monitor, member, <role>.previous), # "
+                 "comments; not readable by others. A role is given here or by its flag, not "
+                 "both")
+      ->envname("RSC_TOKENS_FILE");
   app.add_option("--state-dir", f.state_dir, "Data directory of the embedded redis-server")
       ->envname("RSC_STATE_DIR")
       ->capture_default_str();
@@ -141,6 +169,25 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  // Before anything starts: a wrong token setup is a bad command line (exit 2).
+  rsc::TokenConfig flag_tokens;
+  flag_tokens.admin.token = f.admin_token;
+  flag_tokens.monitor.token = f.monitor_token;
+  flag_tokens.member.token = f.member_token;
+  std::optional<rsc::TokenConfig> file_tokens;
+  if (!f.tokens_file.empty()) {
+    auto loaded = rsc::LoadTokensFile(f.tokens_file);
+    if (!loaded.ok()) {
+      std::cerr << "--tokens-file: " << loaded.error().message << "\n";
+      return 2;
+    }
+    file_tokens = std::move(loaded).value();
+  }
+  auto role_tokens = rsc::CombineTokens(flag_tokens, file_tokens);
+  if (!role_tokens.ok()) {
+    std::cerr << "tokens: " << role_tokens.error().message << "\n";
+    return 2;
+  }
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
   rsc::redis::SetLogSink([](rsc::redis::LogLevel level, std::string_view line) {
@@ -156,6 +203,16 @@ int main(int argc, char** argv) {
         break;
     }
   });
+
+  for (rsc::Role role : rsc::kAllRoles) {
+    const size_t length = role_tokens->Of(role).token.size();
+    if (length > 0 && length < kShortTokenLength) {
+      spdlog::warn(
+          "event=short_token role={} length={} message=\"a token this short can be guessed; "
+          "use at least {} random characters (e.g. openssl rand -hex 32)\"",
+          rsc::RoleName(role), length, kShortTokenLength);
+    }
+  }
 
   std::string host;
   uint16_t port = 0;
@@ -271,7 +328,7 @@ int main(int argc, char** argv) {
   http_options.body_timeout = std::chrono::milliseconds(f.body_timeout_ms);
   rsc::HttpServer* server_ptr = nullptr;
   rsc::ApiOptions api_options;
-  api_options.admin_token = f.admin_token;
+  api_options.tokens = *role_tokens;
   api_options.open_connections = [&server_ptr]() -> int64_t {
     return server_ptr ? server_ptr->open_connections() : 0;
   };
@@ -283,8 +340,9 @@ int main(int argc, char** argv) {
     spdlog::critical("event=listen_failed message=\"{}\"", started.error().message);
     return 5;
   }
-  spdlog::info("event=listening address={}:{} admin_auth={} redis={}", host, server.port(),
-               f.admin_token.empty() ? "off" : "on", url->Redacted());
+  spdlog::info("event=listening address={}:{} admin_auth={} roles={} redis={}", host, server.port(),
+               role_tokens->Configured(rsc::Role::kAdmin) ? "on" : "off",
+               rsc::Authorizer(*role_tokens).Summary(), url->Redacted());
 
   rsc::TickLoop ticks(service, std::chrono::milliseconds(f.tick_interval_ms));
   ticks.Start();

@@ -112,18 +112,47 @@ std::string_view RouteName(Route r) {
   return "unknown";
 }
 
-bool IsAdminRoute(Route r) {
+Access RequiredAccess(Route r) {
   switch (r) {
+    case Route::kHealthz:
+    case Route::kReadyz:
+      return Access::kPublic;
+    case Route::kMetrics:
+      return Access::kMetrics;
+    case Route::kListGroups:
+    case Route::kDescribeGroup:
+    case Route::kDescribeStream:
+      return Access::kRead;
     case Route::kHeartbeat:
     case Route::kLeave:
     case Route::kRouting:
-    case Route::kHealthz:
-    case Route::kReadyz:
-    case Route::kMetrics:
-      return false;
-    default:
-      return true;
+      return Access::kMember;
+    case Route::kCreateGroup:
+    case Route::kPatchGroup:
+    case Route::kDeleteGroup:
+    case Route::kFenceMember:
+    case Route::kExportGroup:
+    case Route::kRestoreGroup:
+    case Route::kReshard:
+      return Access::kAdmin;
   }
+  return Access::kAdmin;  // unreachable; the strictest class if a route is ever missed
+}
+
+std::string_view AccessName(Access a) {
+  switch (a) {
+    case Access::kPublic:
+      return "public";
+    case Access::kMetrics:
+      return "metrics";
+    case Access::kRead:
+      return "read";
+    case Access::kMember:
+      return "member";
+    case Access::kAdmin:
+      return "admin";
+  }
+  return "admin";
 }
 
 bool IsGatedRoute(Route r) {

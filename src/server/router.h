@@ -57,8 +57,21 @@ enum class Route {
 
 // A stable snake_case name, used as the metrics `route` label and in logs.
 std::string_view RouteName(Route r);
-// Admin routes require the bearer token when one is configured.
-bool IsAdminRoute(Route r);
+
+// Who may call a route (SPEC O4). Which tokens satisfy each class depends on which tokens
+// are configured: that is server/auth.h's job; this table only says what a route is.
+enum class Access {
+  kPublic,   // /healthz, /readyz: orchestrator probes, never a token. The console's static
+             // files (/ui/, SPEC O3) belong here too; its API calls are kRead routes.
+  kMetrics,  // /metrics: monitor or admin once a monitor token is configured, open otherwise
+             // (a v1 Prometheus scrape keeps working with only an admin token configured)
+  kRead,     // group and stream views: monitor or admin (admin alone when only an admin
+             // token is configured)
+  kMember,   // heartbeat, leave, routing: member or admin once a member token is configured
+  kAdmin,    // every mutation, and export (it carries the group's lineage key): admin
+};
+Access RequiredAccess(Route r);
+std::string_view AccessName(Access a);
 // Routes that pass the ShutdownGate (client requests and admin mutations, SPEC S1).
 bool IsGatedRoute(Route r);
 

@@ -32,10 +32,15 @@ const std::string kHeartbeatBody = R"({"memberId":"m1","memberEpoch":0})";
 class HttpServerTest : public ::testing::Test {
  protected:
   void StartServer(HttpServerOptions opts = {}, std::string token = kToken) {
+    TokenConfig tokens;
+    tokens.admin.token = std::move(token);
+    StartServerWith(std::move(opts), std::move(tokens));
+  }
+  void StartServerWith(HttpServerOptions opts, TokenConfig tokens) {
     opts.host = "127.0.0.1";
     opts.port = 0;
     ApiOptions api_opts;
-    api_opts.admin_token = std::move(token);
+    api_opts.tokens = std::move(tokens);
     api_opts.open_connections = [this] { return server_ ? server_->open_connections() : 0; };
     api_ = std::make_unique<Api>(fake_, gate_, metrics_, api_opts);
     server_ = std::make_unique<HttpServer>(opts, *api_);
@@ -330,6 +335,65 @@ TEST_F(HttpServerTest, NoTokenConfiguredMeansOpenAdmin) {
   EXPECT_EQ(Call("GET", "/v1/groups").status, 200);
 }
 
+// SPEC O4 over real sockets: the role table itself is tested in auth_test.cc; this checks
+// what reaches the wire (status, body, headers, metrics) and that a refused request never
+// reaches the service.
+TEST_F(HttpServerTest, RolesAnswer401And403OnTheWire) {
+  TokenConfig tokens;
+  tokens.admin.token = kToken;
+  tokens.monitor.token = "monitor-token-1";
+  tokens.member.token = "member-token-1";
+  StartServerWith({}, tokens);
+  const std::string monitor = "Authorization: Bearer monitor-token-1";
+  const std::string member = "Authorization: Bearer member-token-1";
+  const std::string heartbeat = "/v1/groups/orders/billing/heartbeat";
+  const std::string create = R"({"stream":"o","group":"g","shardCount":1})";
+
+  EXPECT_EQ(Call("GET", "/v1/groups", "", {monitor}).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/groups/o/g", "", {monitor}).status, 200);
+  EXPECT_EQ(Call("GET", "/metrics", "", {monitor}).status, 200);
+  RawResponse forbidden = Call("POST", "/v1/groups", create, {monitor});
+  EXPECT_EQ(forbidden.status, 403);
+  EXPECT_EQ(ErrorCodeOf(forbidden), "FORBIDDEN");
+  // 403 is not a challenge: the client authenticated; another token would not help it.
+  EXPECT_EQ(forbidden.Header("www-authenticate"), "");
+  EXPECT_NE(forbidden.body.find("the monitor token does not allow this"), std::string::npos)
+      << forbidden.body;
+  EXPECT_EQ(forbidden.body.find("monitor-token-1"), std::string::npos) << forbidden.body;
+  EXPECT_EQ(Call("GET", "/v1/groups/o/g/export", "", {monitor}).status, 403);
+
+  EXPECT_EQ(Call("POST", heartbeat, kHeartbeatBody, {member}).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/groups/o/g/routing", "", {member}).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/groups/o/g", "", {member}).status, 403);
+  EXPECT_EQ(Call("GET", "/metrics", "", {member}).status, 403);
+  RawResponse no_token = Call("POST", heartbeat, kHeartbeatBody);
+  EXPECT_EQ(no_token.status, 401);
+  EXPECT_EQ(ErrorCodeOf(no_token), "UNAUTHORIZED");
+  EXPECT_EQ(no_token.Header("www-authenticate"), "Bearer");
+  EXPECT_EQ(Call("POST", heartbeat, kHeartbeatBody, {monitor}).status, 403);
+  EXPECT_EQ(Call("GET", "/metrics").status, 401);
+  EXPECT_EQ(Call("GET", "/healthz").status, 200);
+  EXPECT_EQ(Call("GET", "/readyz").status, 200);
+
+  // The admin token is admitted everywhere, member endpoints included.
+  EXPECT_EQ(Call("POST", "/v1/groups", create, {Auth()}).status, 201);
+  EXPECT_EQ(Call("POST", heartbeat, kHeartbeatBody, {Auth()}).status, 200);
+  EXPECT_EQ(Call("GET", "/metrics", "", {Auth()}).status, 200);
+
+  // Only the two admitted heartbeats reached the service; the refused ones are counted.
+  EXPECT_EQ(fake_.Locked([&] { return fake_.heartbeats.size(); }), 2u);
+  RawResponse m = Call("GET", "/metrics", "", {monitor});
+  for (const char* want : {
+           R"(rsc_heartbeats_total{status="UNAUTHORIZED"} 1)",
+           R"(rsc_heartbeats_total{status="FORBIDDEN"} 1)",
+           R"(rsc_http_requests_total{route="create_group",status="403"} 1)",
+           R"(rsc_http_requests_total{route="metrics",status="401"} 1)",
+           R"(rsc_http_requests_total{route="heartbeat",status="401"} 1)",
+       }) {
+    EXPECT_NE(m.body.find(want), std::string::npos) << want;
+  }
+}
+
 TEST_F(HttpServerTest, AdminEndpoints) {
   StartServer();
   fake_.Locked([&] {
@@ -621,15 +685,6 @@ TEST(HttpServerStart, BindFailureIsReported) {
   Status s = server.Start();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("203.0.113.1"), std::string::npos) << s.error().message;
-}
-
-TEST(ConstantTimeEquals, Cases) {
-  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("abd", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("ab", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("abcd", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("", "abc"));
-  EXPECT_TRUE(ConstantTimeEquals("", ""));
 }
 
 }  // namespace

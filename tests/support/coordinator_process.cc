@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "support/wait.h"
@@ -20,6 +21,8 @@
 #ifndef RSC_BINARY_DIR
 #error "RSC_BINARY_DIR must be defined (tests/CMakeLists.txt)"
 #endif
+
+extern char** environ;
 
 namespace rsc::testing {
 namespace {
@@ -96,6 +99,15 @@ std::vector<std::string> CoordinatorProcess::Args() const {
   std::vector<char*> argv;
   for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
+  // Built before fork: the child may only make async-signal-safe calls.
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("RSC_")) env_s.emplace_back(*e);
+  }
+  env_s.insert(env_s.end(), options_.env.begin(), options_.env.end());
+  std::vector<char*> envp;
+  for (std::string& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
   const std::string log = log_path_;
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -115,7 +127,7 @@ std::vector<std::string> CoordinatorProcess::Args() const {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   pid_ = pid;

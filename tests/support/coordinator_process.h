@@ -32,6 +32,9 @@ struct CoordinatorOptions {
   int64_t shutdown_grace_ms = 5000;
   std::string log_level = "info";
   std::vector<std::string> extra_args;  // anything else, e.g. {"--max-body-bytes", "4096"}
+  // Added to (or replacing in) the test's environment, "NAME=value" each; RSC_* variables of
+  // the test's own environment are never passed on.
+  std::vector<std::string> env;
   std::chrono::milliseconds start_timeout{15000};
 };
 
