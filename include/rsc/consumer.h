@@ -190,6 +190,10 @@ using ConsumerEventHandler = std::function<void(const ConsumerEvent&)>;
 struct ConsumerOptions {
   // rsc-coordinator endpoints, "host:port" or "http://host:port" (C6: rotated on failure).
   std::vector<std::string> coordinator_endpoints;
+  // Sent as `Authorization: Bearer <token>` on every heartbeat and leave: the coordinator's
+  // member token once it enforces the member role (SPEC O4, docs/protocol.md 2.1). Printable
+  // ASCII without blanks, at most 1024 characters. Empty: no header.
+  std::string coordinator_token;
   std::string stream;  // stream prefix P
   std::string group;   // consumer group G (also the Redis consumer group on every shard)
   // redis://[user[:password]@]host[:port][/db] of the Redis holding the shard streams.

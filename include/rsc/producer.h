@@ -119,6 +119,10 @@ using PublishEventHandler = std::function<void(const PublishEvent&)>;
 struct ProducerOptions {
   // rsc-coordinator endpoints, "host:port" or "http://host:port"; tried in order.
   std::vector<std::string> coordinator_endpoints;
+  // Sent as `Authorization: Bearer <token>` on every routing refresh: the coordinator's
+  // member token once it enforces the member role (SPEC O4, docs/protocol.md 2.1). Printable
+  // ASCII without blanks, at most 1024 characters. Empty: no header.
+  std::string coordinator_token;
   std::string stream;  // stream prefix P
   std::string group;   // consumer group G whose routing metadata is used
   // redis://[user[:password]@]host[:port][/db] of the Redis holding the shard streams.

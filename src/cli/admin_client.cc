@@ -69,10 +69,7 @@ bool ParseEndpointList(std::string_view text, std::vector<client::HttpEndpoint>*
 }
 
 bool IsValidAdminToken(std::string_view token) {
-  for (char c : token) {
-    if (c < 0x21 || c > 0x7e) return false;
-  }
-  return true;
+  return token.empty() || client::IsValidBearerToken(token);
 }
 
 std::string EncodePathSegment(std::string_view segment) {
@@ -93,23 +90,32 @@ std::string EncodePathSegment(std::string_view segment) {
   return out;
 }
 
-AdminClient::AdminClient(std::vector<client::HttpEndpoint> endpoints, std::string admin_token,
+AdminClient::AdminClient(std::vector<client::HttpEndpoint> endpoints, AdminToken token,
                          std::chrono::milliseconds timeout)
-    : admin_token_(std::move(admin_token)) {
+    : token_(std::move(token)) {
   for (client::HttpEndpoint& ep : endpoints) {
     transports_.push_back(std::make_unique<client::HttpTransport>(std::move(ep), timeout));
   }
 }
 
-std::vector<std::pair<std::string, std::string>> AdminClient::Headers() const {
-  if (admin_token_.empty()) return {};
-  return {{"Authorization", "Bearer " + admin_token_}};  // token checked: no CR/LF
+void AdminClient::AddAuthHint(CallOutcome& out) const {
+  if (out.code == "UNAUTHORIZED") {
+    out.message += token_.value.empty()
+                       ? " (rsc sent no token: give --admin-token or set RSC_ADMIN_TOKEN; "
+                         "--monitor-token / RSC_MONITOR_TOKEN is enough for reads)"
+                       : " (the coordinator does not know the token given by " + token_.flag + ")";
+  } else if (out.code == "FORBIDDEN") {
+    out.message += " (rsc sent the token given by " + token_.flag +
+                   (token_.flag == "--admin-token"
+                        ? ", which the coordinator knows as another role's token)"
+                        : "; changes and export need --admin-token / RSC_ADMIN_TOKEN)");
+  }
 }
 
 CallOutcome AdminClient::Call(std::string_view method, std::string_view path, std::string_view body,
                               Replay replay) {
   const std::string target(path);
-  const auto headers = Headers();
+  const auto headers = client::BearerHeaders(token_.value);
   std::string unreachable;  // "endpoint: error; ..." for the final message
   CallOutcome refused;      // the last retryable 503, if any
   const size_t n = transports_.size();
@@ -153,6 +159,7 @@ CallOutcome AdminClient::Call(std::string_view method, std::string_view path, st
     }
     CallOutcome err = ErrorOutcome(reply);
     err.endpoint = endpoint;
+    AddAuthHint(err);
     return err;
   }
   if (refused.exit_code == kExitRetryable) {

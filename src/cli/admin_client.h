@@ -46,8 +46,16 @@ enum class Replay {
 bool ParseEndpointList(std::string_view text, std::vector<client::HttpEndpoint>* out,
                        std::string* error);
 
-// True if `token` can be sent in an Authorization header (printable ASCII, no CR/LF).
+// True if `token` can be sent as a bearer token: "" (none), or what the coordinator accepts
+// (client::IsValidBearerToken).
 bool IsValidAdminToken(std::string_view token);
+
+// The token admin API calls carry, and the flag it came from (named in the hints added to
+// UNAUTHORIZED and FORBIDDEN answers).
+struct AdminToken {
+  std::string value;  // "" = none
+  std::string flag;   // "--admin-token" or "--monitor-token"
+};
 
 // "orders" -> "orders"; percent-encodes everything outside [A-Za-z0-9._~:-], so a name
 // that breaks the rules reaches the coordinator intact and gets its 400 message.
@@ -55,18 +63,19 @@ std::string EncodePathSegment(std::string_view segment);
 
 class AdminClient {
  public:
-  // Precondition: endpoints non-empty; admin_token passes IsValidAdminToken ("" = none).
-  AdminClient(std::vector<client::HttpEndpoint> endpoints, std::string admin_token,
+  // Precondition: endpoints non-empty; token.value passes IsValidAdminToken ("" = none).
+  AdminClient(std::vector<client::HttpEndpoint> endpoints, AdminToken token,
               std::chrono::milliseconds timeout);
 
   CallOutcome Call(std::string_view method, std::string_view path, std::string_view body,
                    Replay replay);
 
  private:
-  std::vector<std::pair<std::string, std::string>> Headers() const;
+  // UNAUTHORIZED / FORBIDDEN: which token was sent and what to do (SPEC O4).
+  void AddAuthHint(CallOutcome& out) const;
 
   std::vector<std::unique_ptr<client::HttpTransport>> transports_;
-  std::string admin_token_;
+  AdminToken token_;
   size_t preferred_ = 0;  // index of the endpoint that answered last
 };
 

@@ -22,6 +22,7 @@ namespace rsc::cli {
 struct Context {
   AdminClient* admin = nullptr;
   std::vector<std::string> coordinators;  // as given, for runtimes with their own client
+  std::string member_token;               // the coordinator token those runtimes send ("" = none)
   std::chrono::milliseconds timeout{5000};
   bool json = false;
   std::ostream* out = nullptr;

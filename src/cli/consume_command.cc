@@ -29,6 +29,7 @@ struct ConsumeOpts {
 int RunConsume(const ConsumeOpts& o, Context& ctx) {
   ConsumerOptions options;
   options.coordinator_endpoints = ctx.coordinators;
+  options.coordinator_token = ctx.member_token;
   options.stream = o.stream;
   options.group = o.group;
   options.redis_url = o.redis_url;

@@ -153,6 +153,7 @@ class Demo {
   int StartProducer() {
     ProducerOptions options;
     options.coordinator_endpoints = ctx_.coordinators;
+    options.coordinator_token = ctx_.member_token;
     options.stream = o_.stream;
     options.group = o_.group;
     options.redis_url = o_.redis_url;
@@ -248,6 +249,7 @@ class Demo {
   bool StartSlot(Slot& slot) {
     ConsumerOptions options;
     options.coordinator_endpoints = ctx_.coordinators;
+    options.coordinator_token = ctx_.member_token;
     options.stream = o_.stream;
     options.group = o_.group;
     options.redis_url = o_.redis_url;

@@ -17,7 +17,8 @@ enum ExitCode : int {
 inline constexpr const char* kExitCodesFooter =
     "Exit codes:\n"
     "  0  ok\n"
-    "  1  the coordinator answered an error (CODE: message on stderr)\n"
+    "  1  the coordinator answered an error (CODE: message on stderr), also\n"
+    "     UNAUTHORIZED (no or a wrong token) and FORBIDDEN (the token's role may not)\n"
     "  2  usage error (also: delete without --yes when stdin is not a terminal)\n"
     "  3  coordinator unreachable after trying every endpoint, or a change was sent and\n"
     "     no reply came (unknown result: run `rsc describe` before retrying)\n"
@@ -27,6 +28,7 @@ inline constexpr const char* kExitCodesFooter =
     "  6  reshard: --wait-timeout passed before the reshard finished (it goes on; see\n"
     "     `rsc stream` and `rsc describe`)\n"
     "\n"
-    "Environment: RSC_COORDINATOR (--coordinator), RSC_ADMIN_TOKEN (--admin-token).";
+    "Environment: RSC_COORDINATOR (--coordinator), RSC_ADMIN_TOKEN (--admin-token),\n"
+    "RSC_MONITOR_TOKEN (--monitor-token), RSC_MEMBER_TOKEN (--member-token).";
 
 }  // namespace rsc::cli

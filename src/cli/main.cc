@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   using namespace rsc::cli;
   std::string coordinators = "http://127.0.0.1:7400";
   std::string admin_token;
+  std::string monitor_token;
+  std::string member_token;
   bool json = false;
   int64_t timeout_ms = 5000;
 
@@ -25,8 +27,17 @@ int main(int argc, char** argv) {
                  "errors and retryable 503s")
       ->envname("RSC_COORDINATOR")
       ->capture_default_str();
-  app.add_option("--admin-token", admin_token, "Bearer token of the admin API")
+  app.add_option("--admin-token", admin_token,
+                 "Bearer token sent on admin API calls (the coordinator's admin token)")
       ->envname("RSC_ADMIN_TOKEN");
+  app.add_option("--monitor-token", monitor_token,
+                 "Sent on admin API calls instead when no admin token is given: enough for "
+                 "list, describe, stream (the coordinator's monitor token)")
+      ->envname("RSC_MONITOR_TOKEN");
+  app.add_option("--member-token", member_token,
+                 "Sent by consume, produce and demo on heartbeats and routing (the "
+                 "coordinator's member token); default: the admin token")
+      ->envname("RSC_MEMBER_TOKEN");
   app.add_flag("--json", json, "Machine output: only JSON on stdout");
   app.add_option("--timeout-ms", timeout_ms, "Per-request timeout")
       ->check(CLI::Range(int64_t{1}, int64_t{3600000}))
@@ -53,14 +64,26 @@ int main(int argc, char** argv) {
     std::cerr << "rsc: --coordinator: " << error << "\n";
     return kExitUsage;
   }
-  if (!IsValidAdminToken(admin_token)) {
-    std::cerr << "rsc: --admin-token: only printable ASCII without blanks is allowed\n";
-    return kExitUsage;
+  for (const auto& [flag, token] :
+       {std::pair<const char*, const std::string*>{"--admin-token", &admin_token},
+        {"--monitor-token", &monitor_token},
+        {"--member-token", &member_token}}) {
+    if (!IsValidAdminToken(*token)) {
+      std::cerr << "rsc: " << flag
+                << ": only printable ASCII without blanks is allowed (at most 1024)\n";
+      return kExitUsage;
+    }
   }
   const std::chrono::milliseconds timeout(timeout_ms);
   Context ctx;
   for (const rsc::client::HttpEndpoint& ep : endpoints) ctx.coordinators.push_back(ep.ToString());
-  AdminClient admin(std::move(endpoints), admin_token, timeout);
+  // Admin API calls carry the admin token, else the monitor token (reads only); the
+  // clients consume, produce and demo run carry the member token, else the admin token.
+  AdminClient admin(std::move(endpoints),
+                    admin_token.empty() ? AdminToken{monitor_token, "--monitor-token"}
+                                        : AdminToken{admin_token, "--admin-token"},
+                    timeout);
+  ctx.member_token = member_token.empty() ? admin_token : member_token;
   ctx.admin = &admin;
   ctx.timeout = timeout;
   ctx.json = json;

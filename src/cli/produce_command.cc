@@ -55,6 +55,7 @@ int RunProduce(const ProduceOpts& o, Context& ctx) {
   }
   ProducerOptions options;
   options.coordinator_endpoints = ctx.coordinators;
+  options.coordinator_token = ctx.member_token;
   options.stream = o.stream;
   options.group = o.group;
   options.redis_url = o.redis_url;

@@ -107,8 +107,10 @@ ConsumerError Invalid(std::string message) {
 class HttpWorker {
  public:
   using Done = std::function<void(uint64_t call, client::HttpOutcome outcome)>;
-  HttpWorker(std::vector<std::unique_ptr<HttpTransport>>* transports, Done done)
-      : transports_(transports), done_(std::move(done)) {}
+  // `headers` go with every request (the coordinator token).
+  HttpWorker(std::vector<std::unique_ptr<HttpTransport>>* transports,
+             std::vector<std::pair<std::string, std::string>> headers, Done done)
+      : transports_(transports), headers_(std::move(headers)), done_(std::move(done)) {}
   ~HttpWorker() { Stop(); }
 
   void Start() {
@@ -141,7 +143,7 @@ class HttpWorker {
       queue_.pop_front();
       lock.unlock();
       HttpTransport& t = *(*transports_)[static_cast<size_t>(request.endpoint)];
-      const HttpReply reply = t.Request(request.method, request.target, request.body);
+      const HttpReply reply = t.Request(request.method, request.target, request.body, headers_);
       done_(call,
             client::HttpOutcome{reply.status, reply.body, reply.error, t.endpoint().ToString()});
       lock.lock();
@@ -149,6 +151,7 @@ class HttpWorker {
   }
 
   std::vector<std::unique_ptr<HttpTransport>>* const transports_;  // used by this thread only
+  const std::vector<std::pair<std::string, std::string>> headers_;
   const Done done_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -192,11 +195,12 @@ class Consumer::Impl : public client::ConsumerPorts {
                  Flush(lock);
                }),
         pool_(options_.handler_threads),
-        http_(&transports_, [this](uint64_t call, client::HttpOutcome outcome) {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (runtime_) runtime_->OnHttp(call, std::move(outcome));
-          Flush(lock);
-        }) {
+        http_(&transports_, client::BearerHeaders(options_.coordinator_token),
+              [this](uint64_t call, client::HttpOutcome outcome) {
+                std::unique_lock<std::mutex> lock(mu_);
+                if (runtime_) runtime_->OnHttp(call, std::move(outcome));
+                Flush(lock);
+              }) {
     const std::string consumer_name =
         options_.consumer_name.empty() ? member_id_ : options_.consumer_name;
     for (HttpEndpoint& ep : endpoints) {
@@ -484,6 +488,10 @@ ConsumerResult<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions optio
     return Invalid("instance_id must match [A-Za-z0-9._:-]{1,128}");
   }
   if (options.coordinator_endpoints.empty()) return Invalid("no coordinator endpoints");
+  if (!options.coordinator_token.empty() &&
+      !client::IsValidBearerToken(options.coordinator_token)) {
+    return Invalid("coordinator_token must be 1 to 1024 printable ASCII characters without blanks");
+  }
   std::vector<HttpEndpoint> endpoints;
   for (const std::string& e : options.coordinator_endpoints) {
     std::string error;

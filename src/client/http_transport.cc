@@ -45,6 +45,20 @@ int MsLeft(SteadyClock::time_point deadline) {
 
 }  // namespace
 
+bool IsValidBearerToken(std::string_view token) {
+  if (token.empty() || token.size() > 1024) return false;
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> BearerHeaders(const std::string& token) {
+  if (token.empty()) return {};
+  RSC_CHECK(IsValidBearerToken(token));  // no CR/LF can reach the request
+  return {{"Authorization", "Bearer " + token}};
+}
+
 std::string HttpEndpoint::ToString() const {
   const bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);

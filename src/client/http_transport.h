@@ -59,6 +59,13 @@ struct HttpEndpoint {
 // nullopt (and *error) for anything else; https is refused (not implemented).
 std::optional<HttpEndpoint> ParseHttpEndpoint(std::string_view text, std::string* error);
 
+// A coordinator bearer token (SPEC O4) that can be sent: 1..1024 printable ASCII characters
+// without blanks (the coordinator accepts no others).
+bool IsValidBearerToken(std::string_view token);
+// The `Authorization: Bearer <token>` header for HttpTransport::Request; none for "".
+// Precondition: token is "" or IsValidBearerToken.
+std::vector<std::pair<std::string, std::string>> BearerHeaders(const std::string& token);
+
 struct HttpReply {
   int status = 0;     // 0: transport failure (see `error`)
   std::string error;  // transport failure text

@@ -96,6 +96,7 @@ class Producer::Impl : public client::ProducerPorts {
                                                     options_.retry_max.count(), 50}},
             this),
         redis_options_(std::move(redis)),
+        headers_(client::BearerHeaders(options_.coordinator_token)),
         rng_(std::random_device{}()) {
     for (HttpEndpoint& ep : endpoints) {
       transports_.push_back(std::make_unique<HttpTransport>(std::move(ep), options_.http_timeout));
@@ -374,7 +375,7 @@ class Producer::Impl : public client::ProducerPorts {
         pending_http_.reset();
         lock.unlock();
         HttpTransport& t = *transports_[static_cast<size_t>(request.endpoint)];
-        const HttpReply reply = t.Request(request.method, request.target, request.body);
+        const HttpReply reply = t.Request(request.method, request.target, request.body, headers_);
         lock.lock();
         runtime_.OnHttp(call, client::HttpOutcome{reply.status, reply.body, reply.error,
                                                   t.endpoint().ToString()});
@@ -420,6 +421,7 @@ class Producer::Impl : public client::ProducerPorts {
 
   // Used by the refresh thread only (rng_: under mu_).
   std::vector<std::unique_ptr<HttpTransport>> transports_;
+  const std::vector<std::pair<std::string, std::string>> headers_;  // the coordinator token
   std::mt19937_64 rng_;
   std::thread thread_;
 
@@ -439,6 +441,10 @@ ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
     return invalid("group '" + options.group + "' is not a valid group name (SPEC R2.4)");
   }
   if (options.coordinator_endpoints.empty()) return invalid("no coordinator endpoints");
+  if (!options.coordinator_token.empty() &&
+      !client::IsValidBearerToken(options.coordinator_token)) {
+    return invalid("coordinator_token must be 1 to 1024 printable ASCII characters without blanks");
+  }
   std::vector<HttpEndpoint> endpoints;
   for (const std::string& e : options.coordinator_endpoints) {
     std::string error;

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -62,7 +63,8 @@ RscRun RunRsc(const std::vector<std::string>& args, const std::vector<std::strin
   std::vector<std::string> env_s;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view kv(*e);
-    if (!kv.starts_with("RSC_COORDINATOR=") && !kv.starts_with("RSC_ADMIN_TOKEN=")) {
+    if (!kv.starts_with("RSC_COORDINATOR=") && !kv.starts_with("RSC_ADMIN_TOKEN=") &&
+        !kv.starts_with("RSC_MONITOR_TOKEN=") && !kv.starts_with("RSC_MEMBER_TOKEN=")) {
       env_s.emplace_back(kv);
     }
   }
@@ -338,6 +340,74 @@ TEST_F(CliTest, AdminTokenIsRequiredAndSentAsBearer) {
   r = RunRsc({"--coordinator", url, "--admin-token", "s3cret-token", "reshard", kP, "--shards", "3",
               "--no-wait"});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
+}
+
+// SPEC O4 through the CLI: a monitor token reads and gets a clear FORBIDDEN on changes; the
+// clients of produce and consume send the member token (the Producer and Consumer
+// runtimes' coordinator_token), or the admin token when no member token is given.
+TEST_F(CliTest, MonitorTokenReadsMemberTokenProducesAndConsumes) {
+  CoordinatorOptions options = CoordOpts(redis_);
+  options.admin_token = "admin-token-0123456789";
+  options.extra_args = {"--monitor-token", "monitor-token-0123456789", "--member-token",
+                        "member-token-0123456789"};
+  CoordinatorProcess secured(options);
+  ASSERT_TRUE(secured.Start());
+  const std::string url = Url(secured.Port());
+  const std::vector<std::string> admin = {"--coordinator", url, "--admin-token",
+                                          "admin-token-0123456789"};
+  auto with = [](std::vector<std::string> base, const std::vector<std::string>& more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+  };
+  ASSERT_EQ(RunRsc(with(admin, {"create", kP, kG, "--shards", "2"})).exit_code, 0);
+
+  RscRun r = RunRsc({"--coordinator", url, "list"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("UNAUTHORIZED"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.err.find("rsc sent no token"), std::string::npos) << r.Describe();
+
+  // The monitor token from the environment reads...
+  const std::vector<std::string> monitor_env = {"RSC_COORDINATOR=" + url,
+                                                "RSC_MONITOR_TOKEN=monitor-token-0123456789"};
+  r = RunRsc({"--json", "describe", kP, kG}, monitor_env);
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(JsonInt(ParseJson(r.out), "shardCount"), 2) << r.Describe();
+  EXPECT_EQ(RunRsc({"list"}, monitor_env).exit_code, 0);
+  EXPECT_EQ(RunRsc({"stream", kP}, monitor_env).exit_code, 0);
+  // ... and is refused every change, with a hint, changing nothing.
+  for (const std::vector<std::string>& change :
+       std::vector<std::vector<std::string>>{{"create", kP, "other", "--shards", "2"},
+                                             {"config", kP, kG, "--heartbeat-interval-ms", "900"},
+                                             {"delete", kP, kG, "--yes"},
+                                             {"reshard", kP, "--shards", "3", "--no-wait"},
+                                             {"export", kP, kG}}) {
+    r = RunRsc(change, monitor_env);
+    EXPECT_EQ(r.exit_code, 1) << change[0] << ": " << r.Describe();
+    EXPECT_NE(r.err.find("FORBIDDEN"), std::string::npos) << change[0] << ": " << r.Describe();
+    EXPECT_NE(r.err.find("--monitor-token"), std::string::npos) << r.Describe();
+    EXPECT_EQ(r.err.find("monitor-token-0123456789"), std::string::npos) << r.Describe();
+  }
+  r = RunRsc(with(admin, {"--json", "describe", kP, kG}));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(JsonInt(ParseJson(r.out), "revision"), 1) << "a refused change wrote";
+
+  // produce: the member token; a wrong one fails (the routing refresh gets 401); without a
+  // member token the admin token is sent.
+  r = RunRsc({"--coordinator", url, "--member-token", "member-token-0123456789", "produce", kP, kG,
+              "--redis", redis_.Url(), "--value", "m", "--count", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  r = RunRsc({"--coordinator", url, "--timeout-ms", "1500", "--member-token", "wrong-token-0000",
+              "produce", kP, kG, "--redis", redis_.Url(), "--value", "x"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("UNAUTHORIZED"), std::string::npos) << r.Describe();
+  r = RunRsc(with(admin, {"produce", kP, kG, "--redis", redis_.Url(), "--value", "a"}));
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  // consume with the member token from the environment gets all four messages.
+  r = RunRsc(
+      {"--json", "consume", kP, kG, "--redis", redis_.Url(), "--max", "4", "--seconds", "30"},
+      {"RSC_COORDINATOR=" + url, "RSC_MEMBER_TOKEN=member-token-0123456789"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.Describe();
 }
 
 // A reshard whose reply is lost (the proxy resets the connection once the coordinator
