@@ -56,16 +56,21 @@ class NullApi : public CoordinatorApi {
   Result<RoutingResponse> Routing(const GroupKey&, int64_t, const std::string&) override {
     return RoutingResponse{};
   }
-  Result<GroupView> CreateGroup(const CreateGroupRequest&) override { return GroupView{}; }
-  Result<std::vector<GroupKey>> ListGroups() override { return std::vector<GroupKey>{}; }
-  Result<GroupView> DescribeGroup(const GroupKey&) override { return GroupView{}; }
-  Result<GroupView> PatchGroup(const GroupKey&, const PatchGroupRequest&) override {
+  Result<GroupView> CreateGroup(const CreateGroupRequest&, RevisionChange*) override {
     return GroupView{};
   }
-  Status DeleteGroup(const GroupKey&, int64_t) override { return OkStatus(); }
-  Result<GroupView> FenceMember(const GroupKey&, const MemberId&) override { return GroupView{}; }
+  Result<std::vector<GroupKey>> ListGroups() override { return std::vector<GroupKey>{}; }
+  Result<GroupView> DescribeGroup(const GroupKey&) override { return GroupView{}; }
+  Result<GroupView> PatchGroup(const GroupKey&, const PatchGroupRequest&,
+                               RevisionChange*) override {
+    return GroupView{};
+  }
+  Status DeleteGroup(const GroupKey&, int64_t, RevisionChange*) override { return OkStatus(); }
+  Result<GroupView> FenceMember(const GroupKey&, const MemberId&, RevisionChange*) override {
+    return GroupView{};
+  }
   Result<std::string> ExportGroup(const GroupKey&) override { return std::string("{}"); }
-  Result<GroupView> RestoreGroup(std::string_view) override { return GroupView{}; }
+  Result<GroupView> RestoreGroup(std::string_view, RevisionChange*) override { return GroupView{}; }
   Status Ready() override { return OkStatus(); }
 };
 

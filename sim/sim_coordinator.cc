@@ -459,33 +459,36 @@ class SimCoordinator::Recorder : public CoordinatorApi {
     return r;
   }
 
-  Result<GroupView> CreateGroup(const CreateGroupRequest& req) override {
-    return s_.CreateGroup(req);
+  Result<GroupView> CreateGroup(const CreateGroupRequest& req, RevisionChange* change) override {
+    return s_.CreateGroup(req, change);
   }
   Result<std::vector<GroupKey>> ListGroups() override { return s_.ListGroups(); }
   Result<GroupView> DescribeGroup(const GroupKey& key) override { return s_.DescribeGroup(key); }
-  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req) override {
-    return s_.PatchGroup(key, req);
+  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req,
+                               RevisionChange* change) override {
+    return s_.PatchGroup(key, req, change);
   }
-  Status DeleteGroup(const GroupKey& key, int64_t expected_revision) override {
-    return s_.DeleteGroup(key, expected_revision);
+  Status DeleteGroup(const GroupKey& key, int64_t expected_revision,
+                     RevisionChange* change) override {
+    return s_.DeleteGroup(key, expected_revision, change);
   }
-  Result<GroupView> FenceMember(const GroupKey& key, const MemberId& member) override {
+  Result<GroupView> FenceMember(const GroupKey& key, const MemberId& member,
+                                RevisionChange* change) override {
     c_.store_->set_fencing(member.str());
-    Result<GroupView> r = s_.FenceMember(key, member);
+    Result<GroupView> r = s_.FenceMember(key, member, change);
     c_.store_->set_fencing("");
     return r;
   }
   Result<std::string> ExportGroup(const GroupKey& key) override { return s_.ExportGroup(key); }
-  Result<GroupView> RestoreGroup(std::string_view export_json) override {
-    return s_.RestoreGroup(export_json);
+  Result<GroupView> RestoreGroup(std::string_view export_json, RevisionChange* change) override {
+    return s_.RestoreGroup(export_json, change);
   }
   Result<StreamView> DescribeStream(const std::string& stream) override {
     return s_.DescribeStream(stream);
   }
   Result<StreamView> Reshard(const std::string& stream, int64_t expected_revision,
-                             int32_t shard_count) override {
-    return s_.Reshard(stream, expected_revision, shard_count);
+                             int32_t shard_count, RevisionChange* change) override {
+    return s_.Reshard(stream, expected_revision, shard_count, change);
   }
   Status Ready() override { return s_.Ready(); }
 

@@ -179,7 +179,9 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
     case Route::kCreateGroup: {
       auto c = ParseCreateGroupRequest(req.body);
       if (!c.ok()) return Outcome::Fail(c.error());
-      auto v = api_.CreateGroup(*c);
+      RevisionChange change;
+      auto v = api_.CreateGroup(*c, &change);
+      Audit(*actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(201, SerializeGroupView(*v));
     }
@@ -193,8 +195,12 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeGroupView(*v));
     }
-    case Route::kPatchGroup:
-      return Patch(m, req);
+    case Route::kPatchGroup: {
+      RevisionChange change;
+      Outcome o = Patch(m, req, &change);
+      Audit(*actor, m, change);
+      return o;
+    }
     case Route::kDeleteGroup: {
       auto q = ParseQuery(m.query);
       if (!q.ok()) return Outcome::Fail(q.error());
@@ -204,13 +210,17 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
         return Outcome::Fail(
             MakeError(ErrorCode::kInvalidRequest, "query parameter expectedRevision: is required"));
       }
-      Status s = api_.DeleteGroup(m.key, **rev);
+      RevisionChange change;
+      Status s = api_.DeleteGroup(m.key, **rev, &change);
+      Audit(*actor, m, change);
       if (!s.ok()) return Outcome::Fail(s.error());
       metrics_.ForgetGroup(m.key);
       return Outcome::Ok(200, SerializeDeleted(m.key));
     }
     case Route::kFenceMember: {
-      auto v = api_.FenceMember(m.key, MemberId(m.member));
+      RevisionChange change;
+      auto v = api_.FenceMember(m.key, MemberId(m.member), &change);
+      Audit(*actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeGroupView(*v));
     }
@@ -224,7 +234,9 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
         return Outcome::Fail(
             MakeError(ErrorCode::kInvalidRequest, "body is empty, expected an export document"));
       }
-      auto v = api_.RestoreGroup(req.body);
+      RevisionChange change;
+      auto v = api_.RestoreGroup(req.body, &change);
+      Audit(*actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeGroupView(*v));
     }
@@ -236,7 +248,10 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
     case Route::kReshard: {
       auto body = ParseReshardRequest(req.body);
       if (!body.ok()) return Outcome::Fail(body.error());
-      auto v = api_.Reshard(m.key.stream, body->expected_layout_revision, body->shard_count);
+      RevisionChange change;
+      auto v =
+          api_.Reshard(m.key.stream, body->expected_layout_revision, body->shard_count, &change);
+      Audit(*actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeStreamView(*v));
     }
@@ -276,7 +291,7 @@ Api::Outcome Api::Heartbeat(const GroupKey& key, const HeartbeatRequest& hb) {
   return Outcome::Ok(200, SerializeHeartbeatResponse(*r));
 }
 
-Api::Outcome Api::Patch(const RouteMatch& m, const HttpRequest& req) {
+Api::Outcome Api::Patch(const RouteMatch& m, const HttpRequest& req, RevisionChange* change) {
   auto body = ParsePatchGroupBody(req.body);
   if (!body.ok()) return Outcome::Fail(body.error());
   GroupConfig current;
@@ -293,9 +308,22 @@ Api::Outcome Api::Patch(const RouteMatch& m, const HttpRequest& req) {
   }
   auto patch = ResolvePatch(*body, current);
   if (!patch.ok()) return Outcome::Fail(patch.error());
-  auto v = api_.PatchGroup(m.key, *patch);
+  auto v = api_.PatchGroup(m.key, *patch, change);
   if (!v.ok()) return Outcome::Fail(v.error());
   return Outcome::Ok(200, SerializeGroupView(*v));
+}
+
+void Api::Audit(std::string_view actor, const RouteMatch& m, const RevisionChange& change) const {
+  if (options_.auditor == nullptr || !change.committed) return;
+  AuditRecord r;
+  r.actor = std::string(actor);
+  r.action = std::string(RouteName(m.route));
+  r.stream = change.group.stream;
+  r.group = change.group.group;
+  r.revision_before = change.before;
+  r.revision_after = change.after;
+  if (m.route == Route::kFenceMember) r.member = m.member;
+  options_.auditor->Record(std::move(r));
 }
 
 }  // namespace rsc

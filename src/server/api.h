@@ -11,6 +11,10 @@
 //   4. body/query validation (protocol_json.h): 400 INVALID_REQUEST naming the field
 //   5. the CoordinatorApi call; an Error becomes HttpStatus(code) with
 //      {"error": CODE, "message": ...}
+//   6. an admin mutation the service reports committed is recorded by the Auditor (SPEC
+//      O4) — also when a later step of the request failed — with the actor from step 2 and
+//      the revisions the service reported; a failed record does not change the answer
+//      (audit.h)
 // Every request is counted in rsc_http_requests_total / _duration_seconds and logged as
 // one line at debug level (warn for status >= 500); requests routing did not match are
 // counted under route="unmatched" (401 and 403 under their route). Heartbeat and leave
@@ -29,6 +33,7 @@
 #include <functional>
 #include <string>
 
+#include "server/audit.h"
 #include "server/auth.h"
 #include "server/coordinator_api.h"
 #include "server/http_server.h"
@@ -43,6 +48,8 @@ struct ApiOptions {
   TokenConfig tokens;
   // Optional source of the open-connection count reported on /metrics.
   std::function<int64_t()> open_connections;
+  // Records admin mutations (SPEC O4); nullptr: none are (test doubles). Must outlive the Api.
+  Auditor* auditor = nullptr;
 };
 
 class Api : public HttpHandler {
@@ -60,7 +67,10 @@ class Api : public HttpHandler {
   struct Outcome;
   Outcome Dispatch(const RouteMatch& m, const HttpRequest& req);
   Outcome Heartbeat(const GroupKey& key, const HeartbeatRequest& hb);
-  Outcome Patch(const RouteMatch& m, const HttpRequest& req);
+  Outcome Patch(const RouteMatch& m, const HttpRequest& req, RevisionChange* change);
+  // Hands a committed mutation of `m.route` to the auditor, if any (also when the request
+  // then failed: the change happened).
+  void Audit(std::string_view actor, const RouteMatch& m, const RevisionChange& change) const;
 
   CoordinatorApi& api_;
   ShutdownGate& gate_;

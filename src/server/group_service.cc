@@ -345,7 +345,7 @@ Result<RoutingResponse> GroupService::Routing(const GroupKey& key, int64_t obser
   return std::move(d.response);
 }
 
-Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
+Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req, RevisionChange* change) {
   const TimeMs now = clock_.NowMs();
   // Is this a create over a lost key (listed in the index, hash gone)? Then members of the
   // lost group may still read under their last leases, and the new group must not grant
@@ -395,6 +395,7 @@ Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req) {
                               fmt::format("round {}: created over a lost key", meta.round->id)}});
   }
   CreateShardGroups(meta);
+  if (change) *change = RevisionChange{true, std::nullopt, rev.value(), meta.key};
   return MakeGroupView(meta, rev, Liveness{}, now);
 }
 
@@ -447,7 +448,8 @@ void GroupService::FillBacklog(GroupView& view) {
   }
 }
 
-Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroupRequest& req) {
+Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroupRequest& req,
+                                           RevisionChange* change) {
   RSC_RETURN_IF_ERROR(CheckPatchRequest(key, req));  // before the revision check: 400
   StoreRevision rev;
   bool revision_mismatch = false;
@@ -468,13 +470,18 @@ Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroup
       },
       nullptr, &rev);
   if (!r.ok()) return r;
+  // The write was checked against expectedRevision (I4); `rev` is what it produced (the
+  // same when the patch changed nothing). The view below may already be newer.
+  if (change) *change = RevisionChange{true, req.expected_revision, rev.value(), key};
   return DescribeGroup(key);
 }
 
-Status GroupService::DeleteGroup(const GroupKey& key, int64_t expected_revision) {
+Status GroupService::DeleteGroup(const GroupKey& key, int64_t expected_revision,
+                                 RevisionChange* change) {
   std::shared_ptr<std::mutex> monitor = MonitorFor(key);
   std::lock_guard<std::mutex> local(*monitor);
   RSC_RETURN_IF_ERROR(store_.Delete(key, StoreRevision(expected_revision)));
+  if (change) *change = RevisionChange{true, expected_revision, std::nullopt, key};
   // After the key is gone (D1). If this fails the layout keeps listing the group, which
   // is harmless until resharding waits on it; a create of the same name reuses the entry.
   if (Status s = layouts_.RemoveGroup(key.stream, key.group); !s.ok()) {
@@ -483,11 +490,19 @@ Status GroupService::DeleteGroup(const GroupKey& key, int64_t expected_revision)
   return OkStatus();
 }
 
-Result<GroupView> GroupService::FenceMember(const GroupKey& key, const MemberId& member) {
-  auto r = Mutate<Unit>(key, options_.lock_wait,
-                        [&](const GroupMetadata& m, const Liveness& l, const Env& env,
-                            StoreRevision) { return decide_.Fence(m, l, member, env); });
+Result<GroupView> GroupService::FenceMember(const GroupKey& key, const MemberId& member,
+                                            RevisionChange* change) {
+  StoreRevision before;
+  StoreRevision after;
+  auto r = Mutate<Unit>(
+      key, options_.lock_wait,
+      [&](const GroupMetadata& m, const Liveness& l, const Env& env, StoreRevision loaded) {
+        before = loaded;  // a retry after a CAS conflict overwrites it with its own load
+        return decide_.Fence(m, l, member, env);
+      },
+      nullptr, &after);
   if (!r.ok()) return r.error();
+  if (change) *change = RevisionChange{true, before.value(), after.value(), key};
   return DescribeGroup(key);
 }
 
@@ -500,7 +515,7 @@ Result<std::string> GroupService::ExportGroup(const GroupKey& key) {
   return EncodeExport(*loaded->meta, loaded->revision);
 }
 
-Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
+Result<GroupView> GroupService::RestoreGroup(std::string_view export_json, RevisionChange* change) {
   RSC_ASSIGN_OR_RETURN(ExportDoc doc, DecodeExport(export_json));
   const TimeMs now = clock_.NowMs();
   RSC_ASSIGN_OR_RETURN(GroupMetadata meta,
@@ -515,6 +530,13 @@ Result<GroupView> GroupService::RestoreGroup(std::string_view export_json) {
   if (!token) return MakeError(ErrorCode::kLockTimeout, "group mutex busy; retry the restore");
   RedisLockGuard guard(store_, meta.key, *token);
   RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Restore(meta, now));
+  // Committed: restore.lua continued one above the stored revision, or started at 1 over no
+  // (readable) group. Reported now, before the seeding below can fail.
+  if (change) {
+    *change = RevisionChange{
+        true, rev.value() > 1 ? std::optional<int64_t>(rev.value() - 1) : std::nullopt, rev.value(),
+        meta.key};
+  }
   // The restore replaced the liveness set; give every restored member a full lease to
   // resync (the restore's correction round keeps everyone from starting new reads until
   // then), instead of expiring them all on the next load.
@@ -570,7 +592,7 @@ Status GroupService::CheckClientsSupportLayouts(const Layout& l) {
 }
 
 Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expected_revision,
-                                         int32_t shard_count) {
+                                         int32_t shard_count, RevisionChange* change) {
   if (options_.streams == nullptr) {
     return MakeError(ErrorCode::kInvalidRequest, "this coordinator cannot reshard");
   }
@@ -594,6 +616,10 @@ Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expe
     return MakeError(ErrorCode::kRevisionConflict,
                      fmt::format("the layout moved to revision {} meanwhile; re-read it",
                                  cas->revision.value()));
+  }
+  // The reshard's own write; the view answered below comes after a stream tick.
+  if (change) {
+    *change = RevisionChange{true, expected_revision, cas->revision.value(), GroupKey{stream, ""}};
   }
   observer_.OnEvents(GroupKey{stream, ""},
                      {Event{EventKind::kLayoutAdopted, "", -1,

@@ -104,17 +104,20 @@ class GroupService : public CoordinatorApi {
   Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) override;
   Result<RoutingResponse> Routing(const GroupKey& key, int64_t observed_version,
                                   const std::string& lineage) override;
-  Result<GroupView> CreateGroup(const CreateGroupRequest& req) override;
+  Result<GroupView> CreateGroup(const CreateGroupRequest& req, RevisionChange* change) override;
   Result<std::vector<GroupKey>> ListGroups() override;
   Result<GroupView> DescribeGroup(const GroupKey& key) override;
-  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req) override;
-  Status DeleteGroup(const GroupKey& key, int64_t expected_revision) override;
-  Result<GroupView> FenceMember(const GroupKey& key, const MemberId& member) override;
+  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req,
+                               RevisionChange* change) override;
+  Status DeleteGroup(const GroupKey& key, int64_t expected_revision,
+                     RevisionChange* change) override;
+  Result<GroupView> FenceMember(const GroupKey& key, const MemberId& member,
+                                RevisionChange* change) override;
   Result<std::string> ExportGroup(const GroupKey& key) override;
-  Result<GroupView> RestoreGroup(std::string_view export_json) override;
+  Result<GroupView> RestoreGroup(std::string_view export_json, RevisionChange* change) override;
   Result<StreamView> DescribeStream(const std::string& stream) override;
   Result<StreamView> Reshard(const std::string& stream, int64_t expected_revision,
-                             int32_t shard_count) override;
+                             int32_t shard_count, RevisionChange* change) override;
   Status Ready() override;
 
   // One maintenance pass over a group (expiry, fencing, round completion). Does not

@@ -15,10 +15,12 @@
 #include "redis/connection.h"
 #include "redis/executor.h"
 #include "redis/log.h"
+#include "redis/redis_audit_sink.h"
 #include "redis/redis_store.h"
 #include "redis/redis_stream_admin.h"
 #include "redis/redis_url.h"
 #include "server/api.h"
+#include "server/audit.h"
 #include "server/auth.h"
 #include "server/compat_watch.h"
 #include "server/embedded_redis.h"
@@ -63,6 +65,7 @@ struct Flags {
   std::string monitor_token;
   std::string member_token;
   std::string tokens_file;
+  int64_t audit_max_len = 10000;
   std::string state_dir = ".state";
   int io_threads = 2;
   int workers = 8;
@@ -127,6 +130,11 @@ int main(int argc, char** argv) {
                  "comments; not readable by others. A role is given here or by its flag, not "
                  "both")
       ->envname("RSC_TOKENS_FILE");
+  app.add_option("--audit-max-len", f.audit_max_len,
+                 "Entries kept in the audit stream redis-stream:coord:audit (one per admin "
+                 "mutation; trimmed approximately, oldest first)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000}))
+      ->capture_default_str();
   app.add_option("--state-dir", f.state_dir, "Data directory of the embedded redis-server")
       ->envname("RSC_STATE_DIR")
       ->capture_default_str();
@@ -327,8 +335,12 @@ int main(int argc, char** argv) {
   http_options.max_body_bytes = f.max_body_bytes;
   http_options.body_timeout = std::chrono::milliseconds(f.body_timeout_ms);
   rsc::HttpServer* server_ptr = nullptr;
+  // SPEC O4: every admin mutation answered with success goes to the audit stream.
+  rsc::redis::RedisAuditSink audit_sink(redis_store.executor(), f.audit_max_len);
+  rsc::Auditor auditor(audit_sink, clock, metrics);
   rsc::ApiOptions api_options;
   api_options.tokens = *role_tokens;
+  api_options.auditor = &auditor;
   api_options.open_connections = [&server_ptr]() -> int64_t {
     return server_ptr ? server_ptr->open_connections() : 0;
   };

@@ -161,6 +161,10 @@ struct Metrics::Impl {
                     "generation_deleted, retired_key_kept (SPEC RS2-RS5)");
   Family<Counter>& ticks_family = CounterFamily(registry, "rsc_ticks_total", "Tick passes run");
   Counter& ticks = ticks_family.Add({});
+  Family<Counter>& audit_failures_family = CounterFamily(
+      registry, "rsc_audit_write_failures_total",
+      "Admin mutations whose entry could not be appended to redis-stream:coord:audit (O4)");
+  Counter& audit_failures = audit_failures_family.Add({});
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
@@ -302,6 +306,8 @@ void Metrics::OnReshardEvent(std::string_view event) {
   impl_->reshard_family.Add({{"event", std::string(event)}}).Increment();
 }
 void Metrics::OnTick() { impl_->ticks.Increment(); }
+
+void Metrics::OnAuditWriteFailure() { impl_->audit_failures.Increment(); }
 
 std::string Metrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(impl_->registry.Collect());

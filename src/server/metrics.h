@@ -89,6 +89,9 @@
 //   rsc_shard_lag{stream,group,shard}           the same per shard, only with
 //   rsc_shard_pending{stream,group,shard}       --shard-metrics (one series per shard)
 //   rsc_ticks_total                             tick passes run
+//   rsc_audit_write_failures_total              admin mutations whose audit entry could
+//                                               not be appended (the mutation stands;
+//                                               server/audit.h, SPEC O4)
 //
 // Thread safety: every method may be called concurrently from any thread.
 
@@ -161,6 +164,8 @@ class Metrics {
   // SPEC §13 stream-tick and group events, by event name (rsc_reshard_events_total).
   void OnReshardEvent(std::string_view event);
   void OnTick();
+  // An audit entry that could not be written (rsc_audit_write_failures_total).
+  void OnAuditWriteFailure();
 
   // Prometheus text exposition format (version 0.0.4).
   std::string Serialize() const;

@@ -702,9 +702,10 @@ TEST_F(ProducerClusterTest, ConsumersReadEveryShardOnEveryMaster) {
 }
 
 // docs/cluster.md's least-privilege users, set on every node (a cluster does not share ACLs):
-// the coordinator and a producer and a consumer as those users run end to end. A rule the
-// documented users lack fails this test; one more rule than needed goes unnoticed, so the
-// lists are kept to what the code sends (docs/cluster.md says which command is for what).
+// the coordinator (including its audit stream appends) and a producer and a consumer as
+// those users run end to end. A rule the documented users lack fails this test; one more
+// rule than needed goes unnoticed, so the lists are kept to what the code sends
+// (docs/cluster.md says which command is for what).
 // clang-format off
 const std::vector<std::string> kCoordinatorAcl = {
     "ACL", "SETUSER", "rsc-coordinator", "on", ">coord-pw",
@@ -833,6 +834,10 @@ TEST(ClusterAcl, TheDocumentedLeastPrivilegeUsersRunEndToEnd) {
   const std::string log = coordinator.Log();
   EXPECT_EQ(log.find("NOPERM"), std::string::npos) << coordinator.LogTail(40);
   EXPECT_EQ(log.find("shard_group_create_failed"), std::string::npos) << coordinator.LogTail(40);
+  // SPEC O4: the create and the reshard reached the audit stream as the coordinator's user.
+  EXPECT_NE(log.find("event=audit actor=anonymous action=create_group"), std::string::npos);
+  EXPECT_NE(log.find("event=audit actor=anonymous action=reshard"), std::string::npos);
+  EXPECT_EQ(log.find("written=false"), std::string::npos) << coordinator.LogTail(40);
   EXPECT_EQ(consumer->Status().last_redis_error, "");
   consumer->Stop();
 }

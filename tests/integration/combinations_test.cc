@@ -64,7 +64,7 @@ class ServiceHarness {
           *stores_.back(), clock_, tokens_, observer_, GroupServiceOptions{}, nullptr));
     }
     CreateGroupRequest req{"orders", "billing", 4, {}};
-    auto view = services_[0]->CreateGroup(req);
+    auto view = services_[0]->CreateGroup(req, nullptr);
     EXPECT_TRUE(view.ok()) << view.error().message;
   }
 

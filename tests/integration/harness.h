@@ -330,4 +330,24 @@ class LiveCoordinatorTest : public ::testing::Test {
   std::unique_ptr<RedisCli> cli_;
 };
 
+// A fixture with one redis-server and a redis-cli on it; each test starts its coordinator
+// (coord_, http_) with the options it is about. The coordinator's log tail is printed when
+// a test fails.
+class RedisFixtureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.Start());
+    cli_ = redis_.Cli();
+    ASSERT_NE(cli_, nullptr);
+  }
+  void TearDown() override {
+    if (HasFailure() && coord_) std::cerr << "coordinator log:" << coord_->LogTail(40) << "\n";
+  }
+
+  RedisProcess redis_;
+  std::unique_ptr<RedisCli> cli_;
+  std::unique_ptr<CoordinatorProcess> coord_;
+  std::unique_ptr<HttpClient> http_;
+};
+
 }  // namespace rsc::integration

@@ -33,16 +33,8 @@ std::string WriteFile(const std::string& dir, const std::string& name, const std
   return path;
 }
 
-class RolesTest : public ::testing::Test {
+class RolesTest : public RedisFixtureTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(redis_.Start());
-    cli_ = redis_.Cli();
-    ASSERT_NE(cli_, nullptr);
-  }
-  void TearDown() override {
-    if (HasFailure() && coord_) std::cerr << "coordinator log:" << coord_->LogTail(40) << "\n";
-  }
   // Starts the coordinator with `extra` arguments (and `env`), debug logging so that every
   // request is logged (the no-token-in-the-log check reads those lines).
   void StartCoordinator(std::vector<std::string> extra, std::vector<std::string> env = {}) {
@@ -73,11 +65,6 @@ class RolesTest : public ::testing::Test {
       EXPECT_EQ(log.find(token), std::string::npos) << "the log shows a token:" << coord.LogTail();
     }
   }
-
-  RedisProcess redis_;
-  std::unique_ptr<RedisCli> cli_;
-  std::unique_ptr<CoordinatorProcess> coord_;
-  std::unique_ptr<HttpClient> http_;
 };
 
 TEST_F(RolesTest, EachRoleReachesExactlyItsRoutes) {

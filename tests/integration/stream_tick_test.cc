@@ -117,13 +117,13 @@ TEST(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
   EventLog& events = t.events;
   const GroupKey key{"orders", "billing"};
 
-  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}).ok());
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
   for (int s = 0; s < 2; ++s) {
     ASSERT_TRUE(cli->Run({"XADD", "{orders:" + std::to_string(s) + "}", "*", "k", "v"}).ok());
   }
   auto stream = service.DescribeStream("orders");
   ASSERT_TRUE(stream.ok()) << stream.error().message;
-  auto resharded = service.Reshard("orders", stream->revision, 3);
+  auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);
   ASSERT_TRUE(resharded.ok()) << resharded.error().message;
   ASSERT_TRUE(service.StreamTick("orders").ok());  // sealed and activated
 
@@ -181,7 +181,7 @@ TEST(StreamTick, NothingIsSealedBeforeAReplicaHasThePreparingLayout) {
   redis::RedisStreamAdmin admin(store.value()->executor(), std::chrono::milliseconds(300));
   TestService t(*store.value(), admin);
   GroupService& service = t.service;
-  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}).ok());
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
   auto sealed = [&](const std::string& key) {
     const CliReply r = cli->Run({"XREVRANGE", key, "+", "-", "COUNT", "1"});
     return r.ok() && r.elements.size() == 1 && r.elements[0].elements[0].str == kSealId;
@@ -190,7 +190,7 @@ TEST(StreamTick, NothingIsSealedBeforeAReplicaHasThePreparingLayout) {
   ASSERT_TRUE(stream.ok());
 
   replica.Pause();
-  auto resharded = service.Reshard("orders", stream->revision, 3);  // runs a pass itself
+  auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);  // runs a pass itself
   const Status paused_pass = service.StreamTick("orders");
   replica.Resume();
   ASSERT_TRUE(resharded.ok()) << resharded.error().message;

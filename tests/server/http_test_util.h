@@ -191,8 +191,10 @@ class FakeApi : public CoordinatorApi {
     r.refresh_interval_ms = 5000;
     return r;
   }
-  Result<GroupView> CreateGroup(const CreateGroupRequest& req) override {
+  Result<GroupView> CreateGroup(const CreateGroupRequest& req, RevisionChange* change) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (change) *change = next_change;
+    if (mutation_error) return *mutation_error;
     GroupView v = view;
     v.stream = req.stream;
     v.group = req.group;
@@ -211,9 +213,12 @@ class FakeApi : public CoordinatorApi {
     v.group = key.group;
     return v;
   }
-  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req) override {
+  Result<GroupView> PatchGroup(const GroupKey& key, const PatchGroupRequest& req,
+                               RevisionChange* change) override {
     std::lock_guard<std::mutex> lock(mu_);
     last_patch = req;
+    if (change) *change = next_change;
+    if (mutation_error) return *mutation_error;
     GroupView v = view;
     v.stream = key.stream;
     v.group = key.group;
@@ -221,23 +226,40 @@ class FakeApi : public CoordinatorApi {
     if (req.shard_count) v.shard_count = *req.shard_count;
     return v;
   }
-  Status DeleteGroup(const GroupKey&, int64_t expected_revision) override {
+  Status DeleteGroup(const GroupKey&, int64_t expected_revision, RevisionChange* change) override {
     std::lock_guard<std::mutex> lock(mu_);
     last_delete_revision = expected_revision;
+    if (change) *change = next_change;
+    if (mutation_error) return *mutation_error;
     return OkStatus();
   }
-  Result<GroupView> FenceMember(const GroupKey&, const MemberId& member) override {
+  Result<GroupView> FenceMember(const GroupKey&, const MemberId& member,
+                                RevisionChange* change) override {
     std::lock_guard<std::mutex> lock(mu_);
     last_fenced = member.str();
+    if (change) *change = next_change;
+    if (mutation_error) return *mutation_error;
     return view;
   }
   Result<std::string> ExportGroup(const GroupKey&) override {
     return std::string(R"({"schemaVersion":1,"layoutVersion":1,"revision":5,"aggregate":{}})");
   }
-  Result<GroupView> RestoreGroup(std::string_view export_json) override {
+  Result<GroupView> RestoreGroup(std::string_view export_json, RevisionChange* change) override {
     std::lock_guard<std::mutex> lock(mu_);
     last_restore = std::string(export_json);
+    if (change) *change = next_change;
+    if (mutation_error) return *mutation_error;
     return view;
+  }
+  Result<StreamView> Reshard(const std::string& stream, int64_t expected_revision, int32_t,
+                             RevisionChange* change) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (change) *change = next_change;
+    if (mutation_error) return *mutation_error;
+    StreamView v;
+    v.revision = expected_revision + 1;
+    v.layout.stream = stream;
+    return v;
   }
   Status Ready() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -287,6 +309,10 @@ class FakeApi : public CoordinatorApi {
   std::optional<Error> heartbeat_error;
   std::optional<Error> describe_error;
   std::optional<Error> ready_error;
+  // Every mutation reports `next_change` (as committed or not as it says), then fails with
+  // `mutation_error` when that is set (a change committed by a request that then failed).
+  std::optional<Error> mutation_error;
+  RevisionChange next_change;
   GroupView view;
 
  private:
