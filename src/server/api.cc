@@ -120,7 +120,10 @@ HttpResponse Api::Handle(const HttpRequest& req) {
 }
 
 Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
-  Result<std::string_view> actor = auth_.Check(m.route, req.Header("Authorization"));
+  bool previous_token = false;
+  Result<std::string_view> actor =
+      auth_.Check(m.route, req.Header("Authorization"), &previous_token);
+  if (previous_token) metrics_.OnPreviousToken(*actor);
   if (!actor.ok()) {
     if (m.route == Route::kHeartbeat || m.route == Route::kLeave) {
       metrics_.OnHeartbeat(ErrorCodeName(actor.error().code));

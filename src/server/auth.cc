@@ -57,7 +57,7 @@ std::string_view RoleName(Role r) {
   return "admin";
 }
 
-RoleTokens& TokenConfig::Of(Role r) {
+const RoleTokens& TokenConfig::Of(Role r) const {
   switch (r) {
     case Role::kMonitor:
       return monitor;
@@ -69,7 +69,9 @@ RoleTokens& TokenConfig::Of(Role r) {
   return admin;
 }
 
-const RoleTokens& TokenConfig::Of(Role r) const { return const_cast<TokenConfig*>(this)->Of(r); }
+RoleTokens& TokenConfig::Of(Role r) {
+  return const_cast<RoleTokens&>(std::as_const(*this).Of(r));  // *this is not const here
+}
 
 bool TokenConfig::Empty() const {
   for (Role r : kAllRoles) {
@@ -316,19 +318,25 @@ Authorizer::Roles Authorizer::Admitted(Access a) const {
   return Roles{true, false, false};
 }
 
-std::optional<Role> Authorizer::Identify(std::string_view token) const {
+std::optional<Role> Authorizer::Identify(std::string_view token, bool* previous) const {
   std::optional<Role> found;
   for (Role r : kAllRoles) {
     const RoleTokens& t = tokens_.Of(r);
     // Both compared whatever the first said: no early exit.
-    const bool current = !t.token.empty() && ConstantTimeEquals(token, t.token);
-    const bool previous = !t.previous.empty() && ConstantTimeEquals(token, t.previous);
-    if (current || previous) found = r;  // tokens are distinct (ValidateTokens): one match
+    const bool is_current = !t.token.empty() && ConstantTimeEquals(token, t.token);
+    const bool is_previous = !t.previous.empty() && ConstantTimeEquals(token, t.previous);
+    if (is_current || is_previous) {
+      found = r;  // tokens are distinct (ValidateTokens): one match
+      *previous = is_previous;
+    }
   }
   return found;
 }
 
-Result<std::string_view> Authorizer::Check(Route route, std::string_view authorization) const {
+Result<std::string_view> Authorizer::Check(Route route, std::string_view authorization,
+                                           bool* previous) const {
+  bool by_previous = false;
+  if (previous != nullptr) *previous = false;
   const Roles admitted = Admitted(RequiredAccess(route));
   if (admitted.Open()) return kAnonymousActor;
   std::string needs;
@@ -337,7 +345,7 @@ Result<std::string_view> Authorizer::Check(Route route, std::string_view authori
     needs += (needs.empty() ? "" : " or ") + std::string(RoleName(r));
   }
   const std::optional<std::string_view> token = BearerToken(authorization);
-  const std::optional<Role> role = token ? Identify(*token) : std::nullopt;
+  const std::optional<Role> role = token ? Identify(*token, &by_previous) : std::nullopt;
   if (!role) {
     return MakeError(ErrorCode::kUnauthorized,
                      fmt::format("{}: missing or wrong 'Authorization: Bearer' token (needs the "
@@ -349,6 +357,7 @@ Result<std::string_view> Authorizer::Check(Route route, std::string_view authori
                      fmt::format("{}: the {} token does not allow this (needs the {} token)",
                                  RouteName(route), RoleName(*role), needs));
   }
+  if (previous != nullptr) *previous = by_previous;
   return RoleName(*role);
 }
 

@@ -110,9 +110,11 @@ class Authorizer {
 
   // Whether a request on `route` with this Authorization header value ("" when absent)
   // may proceed. Ok: the actor for logs and the audit trail (a role name, or
-  // kAnonymousActor on an open route). Errors: kUnauthorized, kForbidden, with a message
-  // for the error body.
-  Result<std::string_view> Check(Route route, std::string_view authorization) const;
+  // kAnonymousActor on an open route); *previous (if given) says whether the role's
+  // previous token admitted it (a client not yet moved during a rotation). Errors:
+  // kUnauthorized, kForbidden, with a message for the error body.
+  Result<std::string_view> Check(Route route, std::string_view authorization,
+                                 bool* previous = nullptr) const;
 
   // The roles a route of class `a` admits under this configuration; an empty set: open.
   struct Roles {
@@ -127,8 +129,9 @@ class Authorizer {
   std::string Summary() const;
 
  private:
-  // The role whose current or previous token `token` is; every configured token is compared.
-  std::optional<Role> Identify(std::string_view token) const;
+  // The role whose current or previous token `token` is (*previous: which); every
+  // configured token is compared.
+  std::optional<Role> Identify(std::string_view token, bool* previous) const;
 
   const TokenConfig tokens_;
 };

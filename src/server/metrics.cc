@@ -165,6 +165,9 @@ struct Metrics::Impl {
       registry, "rsc_audit_write_failures_total",
       "Admin mutations whose entry could not be appended to redis-stream:coord:audit (O4)");
   Counter& audit_failures = audit_failures_family.Add({});
+  Family<Counter>& previous_tokens = CounterFamily(
+      registry, "rsc_auth_previous_token_requests_total",
+      "Requests admitted with a role's previous token, by role (a rotation in progress, O4)");
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
@@ -308,6 +311,10 @@ void Metrics::OnReshardEvent(std::string_view event) {
 void Metrics::OnTick() { impl_->ticks.Increment(); }
 
 void Metrics::OnAuditWriteFailure() { impl_->audit_failures.Increment(); }
+
+void Metrics::OnPreviousToken(std::string_view role) {
+  impl_->previous_tokens.Add({{"role", std::string(role)}}).Increment();
+}
 
 std::string Metrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(impl_->registry.Collect());

@@ -89,6 +89,9 @@
 //   rsc_shard_lag{stream,group,shard}           the same per shard, only with
 //   rsc_shard_pending{stream,group,shard}       --shard-metrics (one series per shard)
 //   rsc_ticks_total                             tick passes run
+//   rsc_auth_previous_token_requests_total{role}
+//                                               requests admitted with a role's previous
+//                                               token (a rotation not finished, auth.h)
 //   rsc_audit_write_failures_total              admin mutations whose audit entry could
 //                                               not be appended (the mutation stands;
 //                                               server/audit.h, SPEC O4)
@@ -166,6 +169,8 @@ class Metrics {
   void OnTick();
   // An audit entry that could not be written (rsc_audit_write_failures_total).
   void OnAuditWriteFailure();
+  // A request admitted with `role`'s previous token (rsc_auth_previous_token_requests_total).
+  void OnPreviousToken(std::string_view role);
 
   // Prometheus text exposition format (version 0.0.4).
   std::string Serialize() const;

@@ -175,6 +175,10 @@ TEST_F(RolesTest, TokensFileConfiguresRolesAndAcceptsThePreviousTokenDuringARota
   // The previous member token is a member token: no more.
   EXPECT_EQ(http_->Get(GroupPath(kP, kG), Bearer("old-member-token-0123")).status, 403);
   EXPECT_EQ(http_->Post(HeartbeatPath(kP, kG), hb).status, 401);
+  // What the previous token still admits is counted: the rotation is not finished.
+  const std::string metrics = http_->Get("/metrics", Bearer(kMonitor)).body;
+  EXPECT_EQ(MetricSum(metrics, "rsc_auth_previous_token_requests_total", R"(role="member")"), 1)
+      << metrics;
 }
 
 TEST_F(RolesTest, BadTokenSetupsRefuseToStartWithExitCode2) {

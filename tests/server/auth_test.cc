@@ -142,16 +142,22 @@ TEST(Authorizer, PreviousTokensAreAcceptedForTheirRoleDuringARotation) {
   t.monitor.previous = "old-monitor-token-0123";
   ASSERT_TRUE(ValidateTokens(t).ok());
   const Authorizer auth(t);
-  auto admin = auth.Check(Route::kPatchGroup, Bearer("old-admin-token-0123"));
+  bool previous = false;
+  auto admin = auth.Check(Route::kPatchGroup, Bearer("old-admin-token-0123"), &previous);
   ASSERT_TRUE(admin.ok()) << admin.error().message;
   EXPECT_EQ(*admin, "admin");
+  EXPECT_TRUE(previous) << "a rotation's progress is visible per request";
+  ASSERT_TRUE(auth.Check(Route::kPatchGroup, Bearer(kAdmin), &previous).ok());
+  EXPECT_FALSE(previous);
   auto monitor = auth.Check(Route::kDescribeGroup, Bearer("old-monitor-token-0123"));
   ASSERT_TRUE(monitor.ok());
   EXPECT_EQ(*monitor, "monitor");
   // The old monitor token is still a monitor token: no more.
-  auto refused = auth.Check(Route::kPatchGroup, Bearer("old-monitor-token-0123"));
+  previous = true;
+  auto refused = auth.Check(Route::kPatchGroup, Bearer("old-monitor-token-0123"), &previous);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kForbidden);
+  EXPECT_FALSE(previous) << "only admitted requests count";
 }
 
 TEST(Authorizer, SummaryNamesTheConfiguredRoles) {
