@@ -147,8 +147,7 @@ TEST_F(AuditTest, EveryAdminMutationAppendsOneEntryWithTheRevisionsItsWriteMoved
   const std::vector<Want> want = {
       {"create_group", kG, "", "1", ""},
       {"patch_group", kG, std::to_string(before_patch), std::to_string(before_patch + 1), ""},
-      {"patch_group", kG, std::to_string(before_patch + 1), std::to_string(before_patch + 1),
-       ""},
+      {"patch_group", kG, std::to_string(before_patch + 1), std::to_string(before_patch + 1), ""},
       {"fence_member", kG, std::to_string(before_fence), std::to_string(after_fence), "m-1"},
       {"delete_group", kG, std::to_string(before_delete), "", ""},
       // Restored over nothing (the delete removed the hash): the revision starts again at 1.
