@@ -1,6 +1,6 @@
 // Fuzzes the router (server/router.h): the first byte picks the method, the rest is the
 // request-target. Whatever matches must carry names that pass SPEC R2.4, because they
-// become parts of Redis keys.
+// become parts of Redis keys; a console path (kUi) must stay under /ui.
 
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case Route::kListGroups:
       case Route::kCreateGroup:
       case Route::kRestoreGroup:
+        break;
+      case Route::kUi:  // the console's files: looked up by name in the embedded table only
+        RSC_CHECK(m->path == "/ui" || m->path.starts_with("/ui/"));
         break;
       default:
         RSC_CHECK(IsValidStreamName(m->key.stream) && IsValidGroupName(m->key.group));

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/protocol_json.h"
+#include "server/ui_assets.h"
 
 namespace rsc {
 namespace {
@@ -78,7 +79,7 @@ bool Api::IsInline(const HttpRequest& req) const {
   if (req.method != "GET") return false;
   std::string_view t = req.target;
   t = t.substr(0, t.find('?'));
-  return t == "/healthz" || t == "/metrics";
+  return t == "/healthz" || t == "/metrics" || t == "/ui" || t.starts_with("/ui/");
 }
 
 void Api::OnServerReply(int status) { metrics_.OnHttpServerReply(status); }
@@ -272,6 +273,12 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
         return o;
       }
       return Outcome::Ok(200, R"({"status":"ready"})");
+    }
+    case Route::kUi: {
+      HttpResponse r = ServeUi(m.path, req.Header("If-None-Match"));
+      std::optional<Error> e;
+      if (r.status == 404) e = MakeError(ErrorCode::kNotFound, "no console file");
+      return Outcome{std::move(r), std::move(e)};
     }
     case Route::kMetrics: {
       metrics_.SetTerminating(gate_.terminating());

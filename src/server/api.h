@@ -57,7 +57,7 @@ class Api : public HttpHandler {
   Api(CoordinatorApi& api, ShutdownGate& gate, Metrics& metrics, ApiOptions options = {});
 
   HttpResponse Handle(const HttpRequest& req) override;
-  // /healthz and /metrics never block: they run on the IO thread.
+  // /healthz, /metrics and the console's files (/ui) never block: they run on the IO thread.
   bool IsInline(const HttpRequest& req) const override;
   // Counts server-made replies (400 malformed HTTP, 413, 503 stopping) under
   // rsc_http_requests_total{route="http_protocol"}.

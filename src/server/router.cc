@@ -108,6 +108,8 @@ std::string_view RouteName(Route r) {
       return "readyz";
     case Route::kMetrics:
       return "metrics";
+    case Route::kUi:
+      return "ui";
   }
   return "unknown";
 }
@@ -116,6 +118,7 @@ Access RequiredAccess(Route r) {
   switch (r) {
     case Route::kHealthz:
     case Route::kReadyz:
+    case Route::kUi:  // static files only: the page's API calls carry the token (SPEC O4)
       return Access::kPublic;
     case Route::kMetrics:
       return Access::kMetrics;
@@ -238,6 +241,8 @@ Result<RouteMatch> MatchRoute(std::string_view method, std::string_view target,
   }
   using R = Route;
   const size_t n = seg.size();
+  // The console: every path under /ui is its (ui_assets.h looks the file up by name).
+  if (seg[0] == "ui") return Allow(method, path, {{"GET", R::kUi}}, allow, match);
   if (n == 1) {
     if (seg[0] == "healthz") return Allow(method, path, {{"GET", R::kHealthz}}, allow, match);
     if (seg[0] == "readyz") return Allow(method, path, {{"GET", R::kReadyz}}, allow, match);

@@ -17,6 +17,8 @@
 //   GET    /v1/streams/{P}                           Route::kDescribeStream
 //   POST   /v1/streams/{P}/reshard                   Route::kReshard
 //   GET    /healthz, /readyz, /metrics
+//   GET    /ui, /ui/, /ui/<file>                     Route::kUi   (the web console, public;
+//                                                    ui_assets.h serves it)
 //
 // The path is split on '/' BEFORE percent-decoding, so an encoded "%2F" can never create
 // a segment; each segment is then decoded and P, G and the member id are checked against
@@ -53,6 +55,7 @@ enum class Route {
   kHealthz,
   kReadyz,
   kMetrics,
+  kUi,
 };
 
 // A stable snake_case name, used as the metrics `route` label and in logs.
@@ -79,7 +82,7 @@ struct RouteMatch {
   Route route = Route::kHealthz;
   GroupKey key;        // group routes
   std::string member;  // kFenceMember
-  std::string path;    // the raw path (no query), for logs
+  std::string path;    // the raw path (no query), for logs; kUi serves the file it names
   std::string query;   // the raw query string (after '?'), not decoded
 };
 

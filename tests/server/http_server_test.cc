@@ -17,6 +17,7 @@
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/shutdown_gate.h"
+#include "server/ui_assets.h"
 
 namespace rsc {
 namespace {
@@ -490,6 +491,50 @@ TEST_F(HttpServerTest, TerminatingRefusesNewRequestsWhileInFlightOneCompletes) {
   EXPECT_EQ(done->status, 200);
   EXPECT_TRUE(gate_.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
   EXPECT_EQ(fake_.Locked([&] { return fake_.heartbeats.size(); }), 1u);
+}
+
+// The web console's files (SPEC O3, server/ui_assets.h): public, answered on the IO thread
+// (so even with every worker blocked), revalidated with 304 through the real serializer,
+// served while terminating, counted under route="ui".
+TEST_F(HttpServerTest, ConsoleFilesArePublicInlineAndRevalidated) {
+  HttpServerOptions opts;
+  opts.worker_threads = 1;
+  StartServer(opts);
+  fake_.BlockHeartbeats();
+  RawConn busy(server_->port());
+  ASSERT_TRUE(busy.Send(MakeRequest("POST", "/v1/groups/o/g/heartbeat", kHeartbeatBody)));
+  ASSERT_TRUE(fake_.WaitEntered(1));  // the only worker is taken
+
+  auto index = Call("GET", "/ui/");
+  EXPECT_EQ(index.status, 200);
+  EXPECT_EQ(index.Header("content-type"), "text/html; charset=utf-8");
+  EXPECT_EQ(index.Header("content-security-policy"), kUiContentSecurityPolicy);
+  EXPECT_EQ(index.body, std::string(FindUiAsset("index.html")->bytes));
+  const std::string etag(FindUiAsset("app.js")->etag);
+  auto cached = Call("GET", "/ui/app.js", "", {"If-None-Match: " + etag});
+  EXPECT_EQ(cached.status, 304);
+  EXPECT_TRUE(cached.body.empty());
+  EXPECT_EQ(cached.Header("etag"), etag);
+  auto bare = Call("GET", "/ui");
+  EXPECT_EQ(bare.status, 301);
+  EXPECT_EQ(bare.Header("location"), "/ui/");
+  EXPECT_EQ(Call("GET", "/ui/../metrics").status, 404);
+
+  fake_.Unblock();
+  ASSERT_TRUE(busy.Read());
+  auto post = Call("POST", "/ui/");  // only GETs are inline: this one waited for a worker
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(post.Header("allow"), "GET");
+  EXPECT_EQ(Call("GET", "/v1/groups").status, 401);  // the data stays behind the token
+  gate_.BeginTerminate();
+  EXPECT_EQ(Call("GET", "/ui/style.css").status, 200);  // not gated
+  auto m = Call("GET", "/metrics");
+  for (const char* want : {R"(rsc_http_requests_total{route="ui",status="200"} 2)",
+                           R"(rsc_http_requests_total{route="ui",status="304"} 1)",
+                           R"(rsc_http_requests_total{route="ui",status="301"} 1)",
+                           R"(rsc_http_requests_total{route="ui",status="404"} 1)"}) {
+    EXPECT_NE(m.body.find(want), std::string::npos) << "missing: " << want << "\n" << m.body;
+  }
 }
 
 TEST_F(HttpServerTest, HealthAndReadiness) {

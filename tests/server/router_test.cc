@@ -40,6 +40,11 @@ TEST(MatchRoute, EveryEndpoint) {
       {"GET", "/healthz", Route::kHealthz, "", "", ""},
       {"GET", "/readyz", Route::kReadyz, "", "", ""},
       {"GET", "/metrics", Route::kMetrics, "", "", ""},
+      // The console (SPEC O3): every path under /ui, whether the file exists or not.
+      {"GET", "/ui", Route::kUi, "", "", ""},
+      {"GET", "/ui/", Route::kUi, "", "", ""},
+      {"GET", "/ui/app.js?v=1", Route::kUi, "", "", ""},
+      {"GET", "/ui/../v1/groups", Route::kUi, "", "", ""},
       // P may contain ':' (R2.4), raw or percent-encoded.
       {"POST", "/v1/groups/orders:eu/g.1/heartbeat", Route::kHeartbeat, "orders:eu", "g.1", ""},
       {"POST", "/v1/groups/orders%3Aeu/g%2D1/heartbeat", Route::kHeartbeat, "orders:eu", "g-1", ""},
@@ -57,6 +62,18 @@ TEST(MatchRoute, EveryEndpoint) {
     EXPECT_EQ(m->key.group, c.group) << c.target;
     EXPECT_EQ(m->member, c.member) << c.target;
   }
+}
+
+TEST(MatchRoute, ConsolePathsKeepTheirRawPath) {
+  // ui_assets.h looks the file up by the raw path: "/ui/../x" is a name no file has.
+  auto m = MatchRoute("GET", "/ui/%2e%2e/app.js?token=x");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->route, Route::kUi);
+  EXPECT_EQ(m->path, "/ui/%2e%2e/app.js");
+  EXPECT_EQ(RouteName(Route::kUi), "ui");
+  // "/uix" and "/v1/ui" are not the console.
+  EXPECT_FALSE(MatchRoute("GET", "/uix").ok());
+  EXPECT_FALSE(MatchRoute("GET", "/v1/ui").ok());
 }
 
 TEST(MatchRoute, QueryAndPathAreSeparated) {
@@ -91,6 +108,8 @@ TEST(MatchRoute, WrongMethodIs405WithAllow) {
            {"GET", "/v1/groups/restore", "POST"},
            {"GET", "/v1/groups/a/b/members/m/fence", "POST"},
            {"DELETE", "/v1/streams/a", "GET"},
+           {"POST", "/ui/", "GET"},
+           {"HEAD", "/ui/app.js", "GET"},
        }) {
     std::string allow;
     auto m = MatchRoute(c.method, c.target, &allow);
@@ -134,7 +153,7 @@ TEST(MatchRoute, BadNamesAre400NamingWhich) {
 }
 
 TEST(RouteProperties, AccessAndGate) {
-  // SPEC O4: every route's class, spelled out. kMetrics is the last enumerator today; a new
+  // SPEC O4: every route's class, spelled out. kUi is the last enumerator today; a new
   // route also needs a case in RequiredAccess's switch (-Wswitch) and a line here.
   const std::vector<std::pair<Route, Access>> access = {
       {Route::kHeartbeat, Access::kMember},   {Route::kLeave, Access::kMember},
@@ -145,8 +164,9 @@ TEST(RouteProperties, AccessAndGate) {
       {Route::kRestoreGroup, Access::kAdmin}, {Route::kDescribeStream, Access::kRead},
       {Route::kReshard, Access::kAdmin},      {Route::kHealthz, Access::kPublic},
       {Route::kReadyz, Access::kPublic},      {Route::kMetrics, Access::kMetrics},
+      {Route::kUi, Access::kPublic},  // SPEC O4: the console's files are public
   };
-  ASSERT_EQ(access.size(), static_cast<size_t>(Route::kMetrics) + 1);
+  ASSERT_EQ(access.size(), static_cast<size_t>(Route::kUi) + 1);
   for (const auto& [route, want] : access) {
     EXPECT_EQ(RequiredAccess(route), want)
         << RouteName(route) << " is " << AccessName(RequiredAccess(route));
@@ -157,7 +177,7 @@ TEST(RouteProperties, AccessAndGate) {
     EXPECT_TRUE(IsGatedRoute(r)) << RouteName(r);
   }
   for (Route r : {Route::kListGroups, Route::kDescribeGroup, Route::kExportGroup, Route::kHealthz,
-                  Route::kReadyz, Route::kMetrics, Route::kDescribeStream}) {
+                  Route::kReadyz, Route::kMetrics, Route::kDescribeStream, Route::kUi}) {
     EXPECT_FALSE(IsGatedRoute(r)) << RouteName(r);
   }
 }
