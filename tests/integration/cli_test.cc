@@ -6,19 +6,13 @@
 // The `rsc` binary is not a dependency of integration_tests (tests/CMakeLists.txt is not
 // ours to change): build it with `cmake --build build --target rsc integration_tests`.
 
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -27,8 +21,7 @@
 #include "integration/harness.h"
 #include "support/fault_proxy.h"
 #include "support/prometheus_text.h"
-
-extern char** environ;
+#include "support/subprocess.h"
 
 namespace rsc::integration {
 namespace {
@@ -38,98 +31,25 @@ constexpr const char* kG = "billing";
 
 std::string RscPath() { return std::string(RSC_BINARY_DIR) + "/src/cli/rsc"; }
 
-struct RscRun {
-  int exit_code = -1;  // 128 + signal when killed; -1 when it could not be run
-  std::string out;
-  std::string err;
-  std::string Describe() const {
-    return "exit " + std::to_string(exit_code) + "\n--- stdout:\n" + out.substr(0, 4000) +
-           "\n--- stderr:\n" + err.substr(0, 4000);
-  }
-};
+using RscRun = rsc::testing::ProcessRun;
 
 // Runs `rsc args...` with stdin from /dev/null (so never a terminal) and RSC_* variables
 // removed from the environment unless given in `env`. Bounded by `deadline`: the process is
 // killed and the test fails when it does not finish.
 RscRun RunRsc(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
               std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
-  RscRun run;
   if (::access(RscPath().c_str(), X_OK) != 0) {
     ADD_FAILURE() << RscPath() << " is missing: cmake --build build --target rsc";
-    return run;
+    return RscRun{};
   }
   std::vector<std::string> argv_s = {RscPath()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view kv(*e);
-    if (!kv.starts_with("RSC_COORDINATOR=") && !kv.starts_with("RSC_ADMIN_TOKEN=") &&
-        !kv.starts_with("RSC_MONITOR_TOKEN=") && !kv.starts_with("RSC_MEMBER_TOKEN=")) {
-      env_s.emplace_back(kv);
-    }
-  }
+  std::vector<std::string> env_s = rsc::testing::EnvironmentWithout(
+      {"RSC_COORDINATOR", "RSC_ADMIN_TOKEN", "RSC_MONITOR_TOKEN", "RSC_MEMBER_TOKEN"});
   env_s.insert(env_s.end(), env.begin(), env.end());
-  std::vector<char*> argv, envp;
-  for (std::string& s : argv_s) argv.push_back(s.data());
-  for (std::string& s : env_s) envp.push_back(s.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return run;
-  }
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ADD_FAILURE() << "fork: " << std::strerror(errno);
-    return run;
-  }
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int in = ::open("/dev/null", O_RDONLY);
-    ::dup2(in, 0);
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&run.out, &run.err};
-  int open_fds = 2;
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  bool timed_out = false;
-  while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        end - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[8192];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (pollfd& p : fds) {
-    if (p.fd >= 0) ::close(p.fd);
-  }
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (timed_out) ADD_FAILURE() << "rsc did not finish within " << deadline.count() << " ms";
+  RscRun run = rsc::testing::RunProcess(argv_s, deadline, env_s);
+  if (!run.error.empty()) ADD_FAILURE() << "rsc: " << run.error;
+  if (run.timed_out) ADD_FAILURE() << "rsc did not finish within " << deadline.count() << " ms";
   return run;
 }
 
