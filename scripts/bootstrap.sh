@@ -6,7 +6,8 @@ PKGS=(build-essential cmake ninja-build pkg-config git iproute2 util-linux curl
       prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev librapidcheck-dev
       libgtest-dev libgmock-dev googletest libbenchmark-dev clang-format libxxhash-dev
       jq  # jq: bench/run.sh assembles its table and JSON
-      libyaml-cpp-dev prometheus systemd)  # docs/openapi.yaml, deploy/ checks (SPEC O5)
+      libyaml-cpp-dev prometheus systemd  # docs/openapi.yaml, deploy/ checks (SPEC O5)
+      chromium)  # chromium: the web console's test loads /ui/ in it, headless (SPEC O3)
 # prometheus: only its promtool is used (the alert rules' checks); on a machine that runs
 # systemd the package also enables a Prometheus server (`systemctl disable --now
 # prometheus` if unwanted). systemd: systemd-analyze checks deploy/systemd/.
