@@ -57,6 +57,10 @@ std::string Cell(const std::string& cls, const std::string& text) {
   return "class=\"" + cls + "\">" + text + "</td>";
 }
 
+// Leases far longer than a browser run, even on a loaded machine: the members' shards must
+// not move between the view the test reads and the page the browser draws.
+Config LongLeases() { return Config{1000, 60000, 50000, 60000}; }
+
 class ConsoleTest : public LiveCoordinatorTest {
  protected:
   int64_t TickMs() const override { return 100; }
@@ -137,7 +141,7 @@ class ConsoleTest : public LiveCoordinatorTest {
 };
 
 TEST_F(ConsoleTest, GroupPageShowsMembersShardsOwnersAndLag) {
-  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 8, Config{}, Auth()));
+  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 8, LongLeases(), Auth()));
   ASSERT_TRUE(JoinMembers());
   json::value view = View();
   ASSERT_NO_FATAL_FAILURE(Backlog(view, 0, 5, 2));  // shard 0: lag 3, pending 2
@@ -197,7 +201,7 @@ TEST_F(ConsoleTest, GroupPageShowsMembersShardsOwnersAndLag) {
 }
 
 TEST_F(ConsoleTest, GroupListSummarisesEachGroup) {
-  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 8, Config{}, Auth()));
+  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 8, LongLeases(), Auth()));
   ASSERT_EQ(http_
                 ->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "audit"}}),
                        Auth())
@@ -224,7 +228,7 @@ TEST_F(ConsoleTest, GroupListSummarisesEachGroup) {
 }
 
 TEST_F(ConsoleTest, WrongOrMissingTokenShowsTheRefusalAndNoData) {
-  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 4, Config{}, Auth()));
+  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 4, LongLeases(), Auth()));
   for (const std::string fragment : {"#token=wrong-token", "#group=orders%2Fbilling&token=nope"}) {
     const std::string dom = Browse(fragment);
     const std::string banner = Element(dom, "<div id=\"banner\"", "div");
@@ -243,7 +247,7 @@ TEST_F(ConsoleTest, WrongOrMissingTokenShowsTheRefusalAndNoData) {
 }
 
 TEST_F(ConsoleTest, ReshardProgressAndLiveRefresh) {
-  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 16, Config{}, Auth()));
+  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 16, LongLeases(), Auth()));
   ASSERT_TRUE(JoinMembers());
   json::value view = View();
   // Some backlog, as a screenshot of a working group would have.
