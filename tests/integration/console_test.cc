@@ -313,6 +313,33 @@ TEST_F(ConsoleTest, ReshardProgressAndLiveRefresh) {
   }
 }
 
+// A restore starts a correction round (docs/protocol.md §7.3): the group page shows it with
+// its id and the version it started from, the list marks the group.
+TEST_F(ConsoleTest, AnActiveCorrectionRoundIsShown) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 4, LongLeases(), Auth()));
+  ASSERT_TRUE(JoinMembers());
+  HttpResult doc = http_->Get(GroupPath(kP, kG) + "/export", Auth());
+  ASSERT_EQ(doc.status, 200) << doc.Describe();
+  HttpResult restored = http_->Post("/v1/groups/restore", doc.body, Auth());
+  ASSERT_EQ(restored.status, 200) << restored.Describe();
+  const json::value& round = restored.json.at("correctionRound");
+  ASSERT_TRUE(round.is_object()) << restored.body;
+  const std::string id = std::to_string(JsonInt(round, "id"));
+
+  const std::string dom = Browse("#group=orders%2Fbilling&token=" + std::string(kToken));
+  const std::string shown = Element(dom, "<p id=\"round\"", "p");
+  EXPECT_NE(shown.find(Attr("data-active", "true")), std::string::npos) << dom;
+  EXPECT_NE(shown.find("round #" + id), std::string::npos) << shown;
+  EXPECT_NE(shown.find("from metadata version " + std::to_string(JsonInt(round, "startedVersion"))),
+            std::string::npos)
+      << shown;
+  const std::string list = Browse("#token=" + std::string(kToken));
+  EXPECT_NE(Element(list, "<tr " + Attr("data-group", "orders/billing"), "tr")
+                .find("correction round #" + id),
+            std::string::npos)
+      << list;
+}
+
 // The /ui responses themselves, over plain HTTP: public while the API needs the token,
 // typed, with the CSP, and counted under route="ui".
 TEST_F(ConsoleTest, FilesArePublicTypedAndCounted) {
