@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 namespace rsc::testing {
@@ -58,6 +59,8 @@ ProcessRun HeadlessBrowser::Run(std::vector<std::string> args, const std::string
                                    "--disable-component-update",
                                    "--disable-sync",
                                    "--disable-default-apps",
+                                   "--disable-breakpad",
+                                   "--disable-crash-reporter",
                                    "--mute-audio",
                                    "--user-data-dir=" + dir + "/profile",
                                    "--virtual-time-budget=" + std::to_string(virtual_time.count())};
@@ -68,8 +71,13 @@ ProcessRun HeadlessBrowser::Run(std::vector<std::string> args, const std::string
   env.insert(env.end(), {"HOME=" + dir, "XDG_CONFIG_HOME=" + dir + "/config",
                          "XDG_CACHE_HOME=" + dir + "/cache"});
   ProcessRun run = RunProcess(argv, deadline, env);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  // A helper of the browser can still be writing into `dir` for a moment after the kill.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (!std::filesystem::exists(dir, ec)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   return run;
 }
 
