@@ -98,7 +98,7 @@ TEST(SteadyRenewal, ASteadyHeartbeatIsOneRoundTripWithoutTheMutex) {
   ASSERT_NE(cli, nullptr);
   ManualClock clock;
   Coordinator c(redis.Url(), clock);
-  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}).ok());
+  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
   Member a("a");
   Settle(*c.service, {&a});
   ASSERT_EQ(a.owned.size(), 4u);
@@ -125,7 +125,7 @@ TEST(SteadyRenewal, AWriteByAnotherCoordinatorIsAnsweredFromTheNewState) {
   ManualClock clock;
   Coordinator c1(redis.Url(), clock);
   Coordinator c2(redis.Url(), clock);
-  ASSERT_TRUE(c1.service->CreateGroup({"orders", "billing", 4, {}}).ok());
+  ASSERT_TRUE(c1.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
   Member a("a");
   Settle(*c1.service, {&a});
   const int64_t before = a.version;
@@ -149,7 +149,7 @@ TEST(SteadyRenewal, ADueMemberSendsTheBatchToTheLockedPath) {
   ASSERT_TRUE(redis.Start());
   ManualClock clock;
   Coordinator c(redis.Url(), clock);
-  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}).ok());
+  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
   Member a("a");
   Member b("b");
   Settle(*c.service, {&a, &b});

@@ -106,6 +106,7 @@ TEST_F(OpenApiLiveTest, EveryAnswerOfARealScenarioMatchesTheSpec) {
   EXPECT_EQ(Get("/healthz").status, 200);
   EXPECT_EQ(Get("/readyz").status, 200);
   EXPECT_EQ(Get("/metrics").status, 200);
+  EXPECT_EQ(Get("/ui/app.js").status, 200);  // the console's files (O3): public
   EXPECT_EQ(Get("/v1/groups", /*auth=*/false).status, 401);
   EXPECT_EQ(http_->Get("/v1/groups", {{"Authorization", "Bearer wrong"}}).status, 401);
 
