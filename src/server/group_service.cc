@@ -195,11 +195,12 @@ Decision<std::vector<Result<HeartbeatResponse>>> GroupService::DecideBatch(
 
 void GroupService::Remember(const GroupKey& key, const AggregateStamp& stamp,
                             std::shared_ptr<const GroupMetadata> meta) {
+  // Always the latest: every caller is inside Mutate, under the group's monitor, so calls
+  // come in the order of the loads and writes. Not "only a higher revision": a group
+  // deleted and created again, or a Redis that lost writes, goes back to a lower revision,
+  // and a basis kept from before would have every steady batch refused from then on.
   std::lock_guard<std::mutex> lock(bases_mu_);
-  Basis& b = bases_[key.Tag()];
-  // Only forward: a slower thread's older load must not replace a newer write.
-  if (b.meta && b.stamp.revision.value() > stamp.revision.value()) return;
-  b = Basis{stamp, std::move(meta)};
+  bases_[key.Tag()] = Basis{stamp, std::move(meta)};
 }
 
 std::optional<GroupService::Basis> GroupService::BasisFor(const GroupKey& key) {

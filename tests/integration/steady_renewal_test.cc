@@ -144,6 +144,35 @@ TEST(SteadyRenewal, AWriteByAnotherCoordinatorIsAnsweredFromTheNewState) {
   EXPECT_FALSE(r->revoke_shards.empty()) << "a gives shards to b";
 }
 
+// A group deleted and created again starts at revision 1: the steady path must take the new
+// group's aggregate as its basis, not keep the old one's higher revision (every batch would
+// then be refused and pay a round trip more than the locked cycle alone).
+TEST(SteadyRenewal, AGroupCreatedAgainIsRenewedOnItsOwnAggregate) {
+  RedisProcess redis;
+  ASSERT_TRUE(redis.Start());
+  ManualClock clock;
+  Coordinator c(redis.Url(), clock);
+  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
+  Member a("a");
+  Member b("b");
+  Settle(*c.service, {&a, &b});
+  Settle(*c.service, {&a, &b});  // a few revisions, so the old basis is well above 1
+  auto view = c.service->DescribeGroup(kKey);
+  ASSERT_TRUE(view.ok()) << view.error().message;
+  ASSERT_GT(view->revision, 1);
+  ASSERT_TRUE(c.service->DeleteGroup(kKey, view->revision, nullptr).ok());
+  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
+  Member a2("a");
+  Settle(*c.service, {&a2});
+
+  clock.now += 1000;
+  const int applied = c.log.applied();
+  const int refused = c.log.refused();
+  ASSERT_TRUE(a2.Beat(*c.service, kKey).ok());
+  EXPECT_EQ(c.log.applied(), applied + 1) << "renewed on the new group's aggregate";
+  EXPECT_EQ(c.log.refused(), refused);
+}
+
 TEST(SteadyRenewal, ADueMemberSendsTheBatchToTheLockedPath) {
   RedisProcess redis;
   ASSERT_TRUE(redis.Start());
