@@ -62,18 +62,11 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
                                    const GroupMetadata* next, const LivenessUpdate& liveness,
                                    TimeMs now_ms) override {
     World& w = world();
-    if (!c_.crashed_ && w.buggify().Fire("coord.crash_before_cas", 0.01, w.rng())) {
+    if (CrashedBeforeWrite(0.01, "before its CAS")) {
       w.probes().Hit("coord_crashed_before_cas");
-      c_.Crash("before its CAS");
       return Dead();
     }
-    if (c_.stall_ms_ > 0) {
-      // Paused between its decision and its write (the classic GC pause): the others may
-      // write meanwhile, and this CAS then finds another revision.
-      const TimeMs stall = c_.stall_ms_;
-      c_.stall_ms_ = 0;
-      c_.Sleep(stall);
-    }
+    StallBeforeWrite();
     const bool lose_reply =
         !c_.crashed_ && w.buggify().Fire("coord.cas_unknown_result", 0.02, w.rng());
     bool executed = false;
@@ -118,16 +111,8 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
                              const std::vector<std::pair<std::string, TimeMs>>& set,
                              TimeMs now_ms) override {
     World& w = world();
-    if (!c_.crashed_ && w.buggify().Fire("coord.crash_before_cas", 0.005, w.rng())) {
-      c_.Crash("before its steady renewal");
-      return Dead();
-    }
-    if (c_.stall_ms_ > 0) {
-      const TimeMs stall = c_.stall_ms_;
-      c_.stall_ms_ = 0;
-      c_.Sleep(stall);
-      w.probes().Hit("steady_renewal_after_stall");
-    }
+    if (CrashedBeforeWrite(0.005, "before its steady renewal")) return Dead();
+    if (StallBeforeWrite()) w.probes().Hit("steady_renewal_after_stall");
     const bool lose_reply =
         !c_.crashed_ && w.buggify().Fire("coord.cas_unknown_result", 0.01, w.rng());
     auto r = Call<bool>([&] { return redis().RenewIfSteady(key, stamp, members, set, now_ms); },
@@ -269,6 +254,23 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
     c_.Sleep(net.RedisLatency());
     if (c_.crashed_) return Dead();
     return r;
+  }
+
+  // BUGGIFY coord.crash_before_cas: the process dies right before a metadata write.
+  bool CrashedBeforeWrite(double p, const char* when) {
+    World& w = world();
+    if (c_.crashed_ || !w.buggify().Fire("coord.crash_before_cas", p, w.rng())) return false;
+    c_.Crash(when);
+    return true;
+  }
+  // A pause armed by the chaos driver, taken between a decision and its write (the classic
+  // GC pause): the others may write meanwhile. True when it paused.
+  bool StallBeforeWrite() {
+    if (c_.stall_ms_ <= 0) return false;
+    const TimeMs stall = c_.stall_ms_;
+    c_.stall_ms_ = 0;
+    c_.Sleep(stall);
+    return true;
   }
 
   static bool SameAggregate(const AggregateStamp& a, const AggregateStamp& b) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,14 +92,23 @@ void Settle(GroupService& service, std::vector<Member*> members) {
   FAIL() << "the group did not settle within 20 rounds";
 }
 
-TEST(SteadyRenewal, ASteadyHeartbeatIsOneRoundTripWithoutTheMutex) {
+// A redis-server, a manual clock and one coordinator with the group of 4 shards created.
+class SteadyRenewal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis.Start());
+    c = std::make_unique<Coordinator>(redis.Url(), clock);
+    ASSERT_TRUE(c->service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
+  }
   RedisProcess redis;
-  ASSERT_TRUE(redis.Start());
+  ManualClock clock;
+  std::unique_ptr<Coordinator> c;
+};
+
+TEST_F(SteadyRenewal, ASteadyHeartbeatIsOneRoundTripWithoutTheMutex) {
   auto cli = redis.Cli();
   ASSERT_NE(cli, nullptr);
-  ManualClock clock;
-  Coordinator c(redis.Url(), clock);
-  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
+  Coordinator& c = *this->c;
   Member a("a");
   Settle(*c.service, {&a});
   ASSERT_EQ(a.owned.size(), 4u);
@@ -119,13 +129,9 @@ TEST(SteadyRenewal, ASteadyHeartbeatIsOneRoundTripWithoutTheMutex) {
   EXPECT_EQ(live->deadline_ms["a"], clock.now + GroupConfig{}.member_lease_ms);
 }
 
-TEST(SteadyRenewal, AWriteByAnotherCoordinatorIsAnsweredFromTheNewState) {
-  RedisProcess redis;
-  ASSERT_TRUE(redis.Start());
-  ManualClock clock;
-  Coordinator c1(redis.Url(), clock);
+TEST_F(SteadyRenewal, AWriteByAnotherCoordinatorIsAnsweredFromTheNewState) {
+  Coordinator& c1 = *c;
   Coordinator c2(redis.Url(), clock);
-  ASSERT_TRUE(c1.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
   Member a("a");
   Settle(*c1.service, {&a});
   const int64_t before = a.version;
@@ -147,12 +153,8 @@ TEST(SteadyRenewal, AWriteByAnotherCoordinatorIsAnsweredFromTheNewState) {
 // A group deleted and created again starts at revision 1: the steady path must take the new
 // group's aggregate as its basis, not keep the old one's higher revision (every batch would
 // then be refused and pay a round trip more than the locked cycle alone).
-TEST(SteadyRenewal, AGroupCreatedAgainIsRenewedOnItsOwnAggregate) {
-  RedisProcess redis;
-  ASSERT_TRUE(redis.Start());
-  ManualClock clock;
-  Coordinator c(redis.Url(), clock);
-  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
+TEST_F(SteadyRenewal, AGroupCreatedAgainIsRenewedOnItsOwnAggregate) {
+  Coordinator& c = *this->c;
   Member a("a");
   Member b("b");
   Settle(*c.service, {&a, &b});
@@ -173,12 +175,8 @@ TEST(SteadyRenewal, AGroupCreatedAgainIsRenewedOnItsOwnAggregate) {
   EXPECT_EQ(c.log.refused(), refused);
 }
 
-TEST(SteadyRenewal, ADueMemberSendsTheBatchToTheLockedPath) {
-  RedisProcess redis;
-  ASSERT_TRUE(redis.Start());
-  ManualClock clock;
-  Coordinator c(redis.Url(), clock);
-  ASSERT_TRUE(c.service->CreateGroup({"orders", "billing", 4, {}}, nullptr).ok());
+TEST_F(SteadyRenewal, ADueMemberSendsTheBatchToTheLockedPath) {
+  Coordinator& c = *this->c;
   Member a("a");
   Member b("b");
   Settle(*c.service, {&a, &b});
