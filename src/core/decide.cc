@@ -9,6 +9,7 @@
 
 #include "core/assignment.h"
 #include "core/check.h"
+#include "core/group_index.h"
 #include "core/lineage_token.h"
 
 namespace rsc {
@@ -490,10 +491,13 @@ HeartbeatStatus AnswerStatus(const GroupMetadata& m, const HeartbeatResponse& r,
 
 namespace {
 
+// `index`: IndexOf(env.index, m) — the same sets without scanning every shard.
 HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
-                          const std::vector<int32_t>& conflicts, bool sync) {
+                          const std::vector<int32_t>& conflicts, bool sync,
+                          const GroupIndex* index) {
   HeartbeatResponse r;
-  MemberShards sh = ShardsOf(m, mem.id);
+  const GroupIndex::PerMember* indexed = index != nullptr ? index->For(m, mem) : nullptr;
+  MemberShards sh = indexed != nullptr ? indexed->shards : ShardsOf(m, mem.id);
   r.member_id = mem.id;
   r.member_epoch = mem.epoch.value();
   r.assignment_epoch = m.assignment_epoch.value();
@@ -516,13 +520,19 @@ HeartbeatResponse ViewFor(const GroupMetadata& m, const Member& mem,
   std::sort(r.revoke_shards.begin(), r.revoke_shards.end());
   r.revoke_shards.erase(std::unique(r.revoke_shards.begin(), r.revoke_shards.end()),
                         r.revoke_shards.end());
-  for (const ShardState& st : m.shards) {
-    if (st.taken_ms != 0 && st.owner == mem.id.str()) r.taken_shards.push_back(st.id);
+  if (indexed != nullptr) {
+    r.taken_shards = indexed->taken;
+  } else {
+    for (const ShardState& st : m.shards) {
+      if (st.taken_ms != 0 && st.owner == mem.id.str()) r.taken_shards.push_back(st.id);
+    }
   }
   // D2: once the stream was resharded, the key of every named shard (a sealed generation's
   // shards are in no routing answer). Never resharded: none, the keys are in routing.
-  const bool resharded = std::any_of(m.shards.begin(), m.shards.end(),
-                                     [](const ShardState& st) { return st.generation != 0; });
+  const bool resharded = indexed != nullptr
+                             ? index->resharded
+                             : std::any_of(m.shards.begin(), m.shards.end(),
+                                           [](const ShardState& st) { return st.generation != 0; });
   std::vector<int32_t> named = r.assigned_shards;
   named.insert(named.end(), r.pending_shards.begin(), r.pending_shards.end());
   named.insert(named.end(), r.revoke_shards.begin(), r.revoke_shards.end());
@@ -612,7 +622,7 @@ Decision<HeartbeatResponse> CommitHeartbeat(const GroupMetadata& stored, Work&& 
   // before the write and no blocker it recorded is missed.
   std::vector<int32_t> conflicts;
   if (plan.request != nullptr) conflicts = Conflicts(view, plan.member, *plan.request);
-  d.response = ViewFor(view, *mem, conflicts, sync);
+  d.response = ViewFor(view, *mem, conflicts, sync, IndexOf(env.index, view));
   return d;
 }
 
@@ -719,7 +729,7 @@ namespace {
 // starts a round, which excludes this path), so skipping Settle is exact. Checked against
 // the full path on random sequences in tests/core/properties_test.cc.
 bool IsSteadyHeartbeat(const GroupMetadata& m, const Liveness& live, const HeartbeatRequest& req,
-                       TimeMs now) {
+                       TimeMs now, const GroupIndex* index) {
   if (m.round || req.member_epoch <= 0) return false;
   const Member* mem = m.FindMember(req.member_id);
   if (!mem || mem->fenced || mem->leaving || mem->epoch.value() != req.member_epoch) return false;
@@ -732,11 +742,15 @@ bool IsSteadyHeartbeat(const GroupMetadata& m, const Liveness& live, const Heart
   for (const auto& [id, dl] : live.deadline_ms) {
     if (dl <= now) return false;
   }
-  for (const ShardState& sh : m.shards) {
-    if (sh.revoke_since_ms != 0 && sh.revoke_since_ms + m.config.rebalance_timeout_ms <= now) {
-      return false;
+  if (index != nullptr) {
+    if (index->next_due_ms <= now) return false;  // the scan below, precomputed
+  } else {
+    for (const ShardState& sh : m.shards) {
+      if (sh.revoke_since_ms != 0 && sh.revoke_since_ms + m.config.rebalance_timeout_ms <= now) {
+        return false;
+      }
+      if (sh.taken_ms != 0 && sh.release_at_ms <= now) return false;  // a release is due
     }
-    if (sh.taken_ms != 0 && sh.release_at_ms <= now) return false;  // a release is due
   }
   if (mem->shard_lease != DeclaresShardLease(req)) return false;  // the record changes
   if (mem->layout_v2 != Declares(req, kFeatureLayoutV2)) return false;
@@ -781,7 +795,8 @@ Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const L
               {}};
     }
   }
-  if (!IsSteadyHeartbeat(stored, live, req, env.now_ms)) {
+  const GroupIndex* index = IndexOf(env.index, stored);
+  if (!IsSteadyHeartbeat(stored, live, req, env.now_ms, index)) {
     return DecideHeartbeatFull(stored, live, req, env);
   }
   Decision<HeartbeatResponse> d{std::nullopt, {}, HeartbeatResponse{}, {}};
@@ -791,7 +806,7 @@ Decision<HeartbeatResponse> DecideHeartbeat(const GroupMetadata& stored, const L
       d.events.push_back(Event{EventKind::kStaleRevokeIgnored, req.member_id.str(), r.shard, {}});
     }
   }
-  d.response = ViewFor(stored, *stored.FindMember(req.member_id), {}, false);
+  d.response = ViewFor(stored, *stored.FindMember(req.member_id), {}, false, index);
   return d;
 }
 

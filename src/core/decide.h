@@ -59,6 +59,8 @@
 
 namespace rsc {
 
+struct GroupIndex;  // core/group_index.h
+
 // Frozen inputs a shell supplies per attempt.
 struct Env {
   TimeMs now_ms = 0;
@@ -67,6 +69,10 @@ struct Env {
   // of an older export, the first write of an older record). Empty: the group stays
   // without one (every claimed version is then taken as genuine, as before keys existed).
   std::string fresh_key;
+  // Optional, never changes a decision: an index of the stored aggregate the shell decides
+  // on (core/group_index.h). Used only when the decision's `stored` is the very object it
+  // was built from; everything else (a next state, a rewritten copy) is scanned.
+  const GroupIndex* index = nullptr;
 };
 
 // Facts a decision reports for logs and metrics (SPEC §11). Never affects the state.

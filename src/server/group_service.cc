@@ -92,10 +92,10 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
       observer_.OnLoadError(key, loaded.error());
       return loaded.error();
     }
-    Remember(key, loaded->stamp, loaded->meta);
+    const std::shared_ptr<const GroupIndex> index = Remember(key, loaded->stamp, loaded->meta);
     // A key is drawn only for a group that has none yet (core/lineage_token.h).
     Env env{now, tokens_.NewToken(),
-            loaded->meta->lineage_key.empty() ? tokens_.NewToken() : std::string()};
+            loaded->meta->lineage_key.empty() ? tokens_.NewToken() : std::string(), index.get()};
     auto d = decide(*loaded->meta, loaded->liveness, env, loaded->revision);
     observer_.OnEvents(key, d.events);
     if (!d.next && d.liveness.empty()) {
@@ -179,7 +179,8 @@ Decision<std::vector<Result<HeartbeatResponse>>> GroupService::DecideBatch(
   Liveness live = loaded_live;
   for (size_t i = 0; i < batch.size(); ++i) {
     // One fresh lineage token per decision: each committed version gets its own.
-    Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken(), env.fresh_key};
+    // The index describes `stored` only; decisions ignore it once `state` is a next state.
+    Env step{env.now_ms, i == 0 ? env.fresh_lineage : tokens_.NewToken(), env.fresh_key, env.index};
     auto d = decide_.Heartbeat(*state, live, *batch[i]->req, step);
     ApplyLiveness(live, d.liveness);
     MergeLiveness(out.liveness, d.liveness);
@@ -193,14 +194,16 @@ Decision<std::vector<Result<HeartbeatResponse>>> GroupService::DecideBatch(
   return out;
 }
 
-void GroupService::Remember(const GroupKey& key, const AggregateStamp& stamp,
-                            std::shared_ptr<const GroupMetadata> meta) {
+std::shared_ptr<const GroupIndex> GroupService::Remember(
+    const GroupKey& key, const AggregateStamp& stamp, std::shared_ptr<const GroupMetadata> meta) {
+  auto index = std::make_shared<const GroupIndex>(BuildGroupIndex(*meta));
   // Always the latest: every caller is inside Mutate, under the group's monitor, so calls
   // come in the order of the loads and writes. Not "only a higher revision": a group
   // deleted and created again, or a Redis that lost writes, goes back to a lower revision,
   // and a basis kept from before would have every steady batch refused from then on.
   std::lock_guard<std::mutex> lock(bases_mu_);
-  bases_[key.Tag()] = Basis{stamp, std::move(meta)};
+  bases_[key.Tag()] = Basis{stamp, std::move(meta), index};
+  return index;
 }
 
 std::optional<GroupService::Basis> GroupService::BasisFor(const GroupKey& key) {
@@ -218,7 +221,8 @@ std::optional<std::vector<Result<HeartbeatResponse>>> GroupService::TrySteadyBat
   const TimeMs now = clock_.NowMs();
   // What a Load returns when the liveness set has one deadline per member and none is due.
   const Liveness nothing_due{{}, false};
-  Env env{now, tokens_.NewToken(), basis->meta->lineage_key.empty() ? tokens_.NewToken() : ""};
+  Env env{now, tokens_.NewToken(), basis->meta->lineage_key.empty() ? tokens_.NewToken() : "",
+          basis->index.get()};
   auto d = DecideBatch(*basis->meta, nothing_due, env, batch);
   if (d.next || !d.liveness.remove.empty()) return std::nullopt;  // not steady: locked path
   auto renewed =

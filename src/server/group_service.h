@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "core/decide.h"
+#include "core/group_index.h"
 #include "core/store.h"
 #include "core/stream_admin.h"
 #include "server/coordinator_api.h"
@@ -166,11 +167,15 @@ class GroupService : public CoordinatorApi {
   struct Basis {
     AggregateStamp stamp;
     std::shared_ptr<const GroupMetadata> meta;
+    // Built once from *meta (core/group_index.h), so a steady heartbeat does not scan every
+    // shard of the group; the decision also uses it for a locked cycle that loaded *meta.
+    std::shared_ptr<const GroupIndex> index;
   };
   std::optional<std::vector<Result<HeartbeatResponse>>> TrySteadyBatch(
       const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch);
-  void Remember(const GroupKey& key, const AggregateStamp& stamp,
-                std::shared_ptr<const GroupMetadata> meta);
+  // Returns the index it built for `meta`.
+  std::shared_ptr<const GroupIndex> Remember(const GroupKey& key, const AggregateStamp& stamp,
+                                             std::shared_ptr<const GroupMetadata> meta);
   std::optional<Basis> BasisFor(const GroupKey& key);
 
   // The R3.1 cycle. `decide` maps (stored, liveness, env, revision) to a Decision<R>.

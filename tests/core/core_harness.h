@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/decide.h"
+#include "core/group_index.h"
 #include "core/lineage_token.h"
 
 namespace rsc::testing {
@@ -54,8 +55,20 @@ class CoreHarness {
 
   // Full round trip: decide and commit. Returns the response (which the test may
   // choose to "lose" simply by not using it).
+  // Decided as the coordinator does, with an index of the stored aggregate
+  // (core/group_index.h), and checked against the same decision without it.
   Result<HeartbeatResponse> Heartbeat(const HeartbeatRequest& req) {
-    auto d = DecideHeartbeat(meta_, Live(), req, NextEnv());
+    const Env env = NextEnv();
+    const GroupIndex index = BuildGroupIndex(meta_);
+    Env indexed = env;
+    indexed.index = &index;
+    auto d = DecideHeartbeat(meta_, Live(), req, indexed);
+    const auto scanned = DecideHeartbeat(meta_, Live(), req, env);
+    EXPECT_TRUE(d.next == scanned.next && d.liveness.set == scanned.liveness.set &&
+                d.liveness.remove == scanned.liveness.remove &&
+                d.response.ok() == scanned.response.ok() &&
+                (!d.response.ok() || d.response.value() == scanned.response.value()))
+        << "the indexed heartbeat decided differently from the scanning one";
     Apply(d);
     last_events_ = d.events;
     return d.response;

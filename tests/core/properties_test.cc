@@ -6,9 +6,12 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
+#include "core/group_index.h"
 #include "core_harness.h"
 
 namespace rsc::testing {
@@ -95,6 +98,45 @@ struct Model {
     RC_ASSERT(fast.liveness.remove == full.liveness.remove);
     RC_ASSERT(fast.response.ok() == full.response.ok());
     if (fast.response.ok()) RC_ASSERT(fast.response.value() == full.response.value());
+    CheckIndexedMatchesFullPath(req, full);
+  }
+
+  // The same decision with an index of the stored aggregate (core/group_index.h), whose
+  // contents are what the scans it replaces compute.
+  void CheckIndexedMatchesFullPath(const HeartbeatRequest& req,
+                                   const Decision<HeartbeatResponse>& full) {
+    const GroupMetadata& m = h.meta();
+    const GroupIndex index = BuildGroupIndex(m);
+    TimeMs due = std::numeric_limits<TimeMs>::max();
+    for (const ShardState& sh : m.shards) {
+      if (sh.revoke_since_ms != 0) {
+        due = std::min(due, sh.revoke_since_ms + m.config.rebalance_timeout_ms);
+      }
+      if (sh.taken_ms != 0) due = std::min(due, sh.release_at_ms);
+    }
+    RC_ASSERT(index.next_due_ms == due);
+    for (const Member& mem : m.members) {
+      const GroupIndex::PerMember* e = index.For(m, mem);
+      RC_ASSERT(e != nullptr);
+      const MemberShards scanned = ShardsOf(m, mem.id);
+      RC_ASSERT(e->shards.assigned == scanned.assigned);
+      RC_ASSERT(e->shards.pending == scanned.pending);
+      RC_ASSERT(e->shards.revoke == scanned.revoke);
+      std::vector<int32_t> taken;
+      for (const ShardState& sh : m.shards) {
+        if (sh.taken_ms != 0 && sh.owner == mem.id.str()) taken.push_back(sh.id);
+      }
+      RC_ASSERT(e->taken == taken);
+    }
+    const GroupMetadata copy = m;  // another object: the index must not be read for it
+    if (!copy.members.empty()) RC_ASSERT(index.For(copy, copy.members.front()) == nullptr);
+    const Env env{h.now(), "cmp", {}, &index};
+    auto indexed = DecideHeartbeat(m, h.Live(), req, env);
+    RC_ASSERT(indexed.next == full.next);
+    RC_ASSERT(indexed.liveness.set == full.liveness.set);
+    RC_ASSERT(indexed.liveness.remove == full.liveness.remove);
+    RC_ASSERT(indexed.response.ok() == full.response.ok());
+    if (indexed.response.ok()) RC_ASSERT(indexed.response.value() == full.response.value());
   }
 
   void CheckRepeatIsIdentical(const HeartbeatRequest& req, const Result<HeartbeatResponse>& r) {
