@@ -114,6 +114,8 @@ const std::vector<ProbeSpec>& AllProbes() {
        false},
       {"publish_key_missing", "a producer's XADD NOMKSTREAM found no key (D3)", false},
       {"absent_shard_claimed", "a member claimed a shard its group does not have (K4)", false},
+      {"restored_across_reshard",
+       "an export from before a reshard was restored into the current layout (D3)", false},
       {"steady_renewal_after_stall",
        "a coordinator paused between a steady decision and its renewal", false},
   };

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/codec.h"
 #include "core/protocol_json.h"
 #include "sim/simulation_internal.h"
 
@@ -51,6 +52,20 @@ void Simulation::OperatorCreate() {
       req, [](const HttpResponse& r) { return r.status == 201 || r.status == 409; }, 1000);
 }
 
+void Simulation::NoteRestoreAcrossReshard(const std::string& exported, const std::string& answer) {
+  // An export from before a reshard, restored after it: the answer shows a generation the
+  // export did not have (the group took the current layout in its write, protocol.md 7.3).
+  Result<ExportDoc> doc = DecodeExport(exported);
+  Result<GroupView> view = ParseGroupView(answer);
+  if (!doc.ok() || !view.ok()) return;
+  for (const ShardView& sh : view->shards) {
+    if (sh.generation > doc->meta.active_generation) {
+      world_.probes().Hit("restored_across_reshard");
+      return;
+    }
+  }
+}
+
 void Simulation::OperatorRepair() {
   // The metadata key is gone (deleted, or a rollback lost it): an operator restores the
   // latest export (`rsc restore`), or creates the group again if there is none.
@@ -75,7 +90,8 @@ void Simulation::OperatorRepair() {
   // sees the key back (a lost answer to a restore that did apply) does not restore twice.
   OperatorCall(
       req,
-      [this](const HttpResponse& r) {
+      [this, exported = export_](const HttpResponse& r) {
+        if (r.status == 200) NoteRestoreAcrossReshard(exported, r.body);
         if (r.status != 200 && !redis_.HasMetadata(key_)) {
           world_.After(500, [this] { OperatorRepair(); });
           return true;

@@ -132,6 +132,7 @@ class Simulation : public Services {
                     int attempts_left, std::function<void()> on_timeout = nullptr);
   void OperatorCreate();
   void OperatorRepair();
+  void NoteRestoreAcrossReshard(const std::string& exported, const std::string& answer);
   void OperatorFence(const std::string& member);
   // POST /v1/streams/{P}/reshard to 1–16 shards with the current layout revision.
   void OperatorReshard();

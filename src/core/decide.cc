@@ -1075,14 +1075,16 @@ void RecordCompletions(Work& w, const std::vector<ShardCompletion>& completions)
 
 }  // namespace
 
-Status AdoptLayoutAtCreate(GroupMetadata& created, const Layout& layout, int64_t layout_revision) {
-  Work w{created, {}, {}, 0};
+Status AdoptLayoutInPlace(GroupMetadata& group, const Layout& layout, int64_t layout_revision) {
+  Work w{group, {}, {}, 0};
   if (!AdoptLayout(w, layout, layout_revision)) {
     return MakeError(ErrorCode::kMetadataUnreadable,
-                     "the stream's layout has no ACTIVE generation");
+                     fmt::format("the layout of stream '{}' has no ACTIVE generation, or one "
+                                 "older than group {}'s generation {} (RS6)",
+                                 layout.stream, group.key.Tag(), group.active_generation));
   }
   RSC_RETURN_IF_ERROR(CheckInvariants(w.next));
-  created = std::move(w.next);
+  group = std::move(w.next);
   return OkStatus();
 }
 

@@ -167,9 +167,12 @@ Decision<Unit> DecideLayoutTick(const GroupMetadata& stored, const Liveness& liv
                                 const Layout& layout, int64_t layout_revision,
                                 const std::vector<ShardCompletion>& completions, const Env& env);
 
-// A group being created takes its stream's layout as it is (RS5: every unretired
-// generation, oldest first) — part of the create, so no version of its own.
-Status AdoptLayoutAtCreate(GroupMetadata& created, const Layout& layout, int64_t layout_revision);
+// A group being created or restored takes its stream's layout as it is (RS5: every
+// unretired generation, oldest first) — part of that write, so no version of its own. A
+// restored group keeps the state of the shards it had, gets the newer generations' shards
+// free (waiting for their parents, RS3) and loses the dropped generations'. Fails when the
+// layout's ACTIVE generation is older than the group's (RS6).
+Status AdoptLayoutInPlace(GroupMetadata& group, const Layout& layout, int64_t layout_revision);
 
 // Producer routing refresh (§5.1). Never writes (I3); `sync` per R5.1.
 Decision<RoutingResponse> DecideRouting(const GroupMetadata& stored, int64_t observed_version,

@@ -268,6 +268,42 @@ Result<std::optional<Layout>> DecideAddGroup(const Layout& stored, const std::st
   return std::optional<Layout>{std::move(next)};
 }
 
+Status CheckRestoreFitsLayout(const Layout& l, const GroupMetadata& restored) {
+  const Generation* active = l.Active();
+  RSC_CHECK(active != nullptr);
+  const auto mismatch = [&](const std::string& what) {
+    return Status(MakeError(
+        ErrorCode::kLayoutMismatch,
+        fmt::format("the export of group '{}' does not fit stream '{}' (layout generations {}"
+                    " to {}, ACTIVE {}): {}; restore it under another stream, or delete the "
+                    "stream's groups and its layout first",
+                    restored.key.group, l.stream, l.generations.front().generation,
+                    l.generations.back().generation, active->generation, what)));
+  };
+  if (restored.active_generation > active->generation) {
+    return mismatch(fmt::format("its ACTIVE generation {} is newer than the layout's",
+                                restored.active_generation));
+  }
+  for (const ShardState& sh : restored.shards) {
+    const Generation* g = GenerationOf(l, sh.id);
+    if (g == nullptr) {
+      if (sh.generation < l.generations.front().generation) continue;  // dropped: retired
+      return mismatch(
+          fmt::format("shard {} (generation {}) is not in the layout", sh.id, sh.generation));
+    }
+    const auto it = std::find_if(g->shards.begin(), g->shards.end(),
+                                 [&](const LayoutShard& ls) { return ls.id == sh.id; });
+    if (g->generation != sh.generation || it == g->shards.end() || it->stream != sh.stream) {
+      return mismatch(
+          fmt::format("shard {} is generation {} with key {} in the export, "
+                      "generation {} with key {} in the layout",
+                      sh.id, sh.generation, sh.stream, g->generation,
+                      it == g->shards.end() ? std::string("(none)") : it->stream));
+    }
+  }
+  return OkStatus();
+}
+
 std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string& group,
                                         const std::string& fresh_lineage) {
   if (!stored.HasGroup(group)) return std::nullopt;

@@ -115,6 +115,16 @@ Result<std::optional<Layout>> DecideAddGroup(const Layout& stored, const std::st
                                              int32_t shard_count, int32_t* shard_count_out,
                                              const std::string& fresh_lineage);
 
+// D3 for a restore: the restored aggregate `restored` (an export, possibly from before a
+// reshard) may join a stream whose layout moved on, as long as it describes this stream's
+// history: each of its shards is in the layout under the same generation and key, or
+// belongs to a generation the layout already dropped (retired, keys deleted). Its shard
+// count need not be the ACTIVE generation's: the group adopts the layout right after the
+// restore, as a stream tick would (children wait for their parents, RS3). Anything else —
+// a shard of another generation or key, an ACTIVE generation newer than the layout's
+// (the layout is behind, RS6) — is LAYOUT_MISMATCH, naming the first difference.
+Status CheckRestoreFitsLayout(const Layout& l, const GroupMetadata& restored);
+
 // Removes `group` after its metadata key was deleted; nullopt when it is not listed.
 std::optional<Layout> DecideRemoveGroup(const Layout& stored, const std::string& group,
                                         const std::string& fresh_lineage);

@@ -391,7 +391,7 @@ Result<GroupView> GroupService::CreateGroup(const CreateGroupRequest& req, Revis
   if (layout) {
     // RS5: a group created after a reshard reads every unretired generation, oldest first:
     // it takes the layout's shards (ids, keys) before its key is written.
-    RSC_RETURN_IF_ERROR(AdoptLayoutAtCreate(meta, layout->layout, layout->revision.value()));
+    RSC_RETURN_IF_ERROR(AdoptLayoutInPlace(meta, layout->layout, layout->revision.value()));
   }
   RSC_ASSIGN_OR_RETURN(StoreRevision rev, store_.Create(meta, now));
   if (meta.round) {
@@ -526,9 +526,14 @@ Result<GroupView> GroupService::RestoreGroup(std::string_view export_json, Revis
   RSC_ASSIGN_OR_RETURN(GroupMetadata meta,
                        DecideRestore(doc.meta, Env{now, tokens_.NewToken(), tokens_.NewToken()}));
   // D3: a restored group is one of its stream's groups like a created one (registered
-  // first, and only with the stream's shard count).
+  // first), and takes the stream's layout as part of its write, as a create does: an export
+  // from before a reshard fits if its shards are the stream's history
+  // (CheckRestoreFitsLayout), keeps the state of the shards it had, gets the new
+  // generations' shards waiting for their parents (RS3) and drops the dropped generations'.
+  StoredLayout layout;
   RSC_RETURN_IF_ERROR(layouts_.AddGroup(meta.key.stream, meta.key.group, meta.shard_count,
-                                        meta.config, nullptr, &meta));
+                                        meta.config, &layout, &meta));
+  RSC_RETURN_IF_ERROR(AdoptLayoutInPlace(meta, layout.layout, layout.revision.value()));
   std::shared_ptr<std::mutex> monitor = MonitorFor(meta.key);
   std::lock_guard<std::mutex> local(*monitor);
   RSC_ASSIGN_OR_RETURN(auto token, store_.Lock(meta.key, options_.lock_ttl, options_.lock_wait));

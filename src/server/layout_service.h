@@ -40,7 +40,8 @@ class LayoutService {
   // `written` (optional) receives the layout as stored after the call, for the group to
   // adopt at once (a stream resharded before has more than generation 0). A new stream's
   // keys are chosen for the cluster's masters (D2), or taken from `restored` (a restore onto
-  // a stream without a layout: its shards hold its messages).
+  // a stream without a layout: its shards hold its messages). With `restored` and a stored
+  // layout, the count is not compared: CheckRestoreFitsLayout decides (core/layout.h).
   Result<int32_t> AddGroup(const std::string& stream, const std::string& group, int32_t shard_count,
                            const GroupConfig& config, StoredLayout* written = nullptr,
                            const GroupMetadata* restored = nullptr);

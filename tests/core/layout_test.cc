@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "core/decide.h"
 #include "core/layout_codec.h"
 
 namespace rsc {
@@ -96,6 +97,84 @@ TEST(Layout, AddGroupAdoptsOrRefusesTheLayout) {
       EXPECT_TRUE(CheckLayoutInvariants(**d).ok());
     }
   }
+}
+
+// D3 for a restore: an export fits the stream if its shards are the stream's history,
+// whatever its count; it adopts the layout after the write (GroupService::RestoreGroup).
+TEST(Layout, ARestoredExportFitsTheLayoutItsShardsBelongTo) {
+  const Layout l0 = NewStream(4, "a");
+  auto created = DecideCreate(CreateGroupRequest{"orders", "a", 4, GroupConfig{}},
+                              Env{1000, "nonce-1", "layout-test-lineage-key-1"});
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  GroupMetadata before = *created;  // an export taken before the reshard: generation 0
+  ASSERT_TRUE(AdoptLayoutInPlace(before, l0, 1).ok());
+  ASSERT_TRUE(CheckRestoreFitsLayout(l0, before).ok());
+
+  auto prepared = DecideReshard(l0, 8, SlotPlacement{}, "tok3");
+  ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+  std::optional<Layout> l1 = DecideActivate(*prepared, "tok4");  // gen 0 SEALED, gen 1 ACTIVE
+  ASSERT_TRUE(l1.has_value());
+  Status fits = CheckRestoreFitsLayout(*l1, before);
+  EXPECT_TRUE(fits.ok()) << "4 shards of generation 0 against an ACTIVE generation of 8: "
+                         << (fits.ok() ? "" : fits.error().message);
+  // Then adopted in place, part of the restore's write: its shards keep their state, the
+  // children come free (waiting for their parents), no version of its own.
+  GroupMetadata adopted = before;
+  adopted.shards[1].owner = adopted.shards[1].target = "m1";  // a member's, kept as it is
+  adopted.members.push_back(Member{MemberId("m1")});
+  before.shards[1] = adopted.shards[1];
+  before.members = adopted.members;
+  ASSERT_TRUE(AdoptLayoutInPlace(adopted, *l1, 3).ok());
+  EXPECT_EQ(adopted.version, before.version);
+  EXPECT_EQ(adopted.active_generation, 1);
+  EXPECT_EQ(adopted.shard_count, 8);
+  EXPECT_EQ(adopted.layout_revision, 3);
+  ASSERT_EQ(adopted.shards.size(), 12u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(adopted.shards[i], before.shards[i]);
+  for (size_t i = 4; i < 12; ++i) {
+    EXPECT_EQ(adopted.shards[i].generation, 1);
+    EXPECT_TRUE(adopted.shards[i].owner.empty() && adopted.shards[i].target.empty());
+    EXPECT_FALSE(adopted.Assignable(adopted.shards[i])) << "a child before its parents";
+  }
+
+  // Generation 0 retired and dropped (its keys deleted): its shards no longer matter.
+  std::optional<Layout> retired = DecideRetire(*l1, 0, 5000, "tok5");
+  ASSERT_TRUE(retired.has_value());
+  std::optional<Layout> dropped = DecideDropRetired(*retired, 0, "tok6");
+  ASSERT_TRUE(dropped.has_value());
+  ASSERT_EQ(dropped->generations.front().generation, 1);
+  EXPECT_TRUE(CheckRestoreFitsLayout(*dropped, before).ok());
+  GroupMetadata late = before;
+  ASSERT_TRUE(AdoptLayoutInPlace(late, *dropped, 4).ok());
+  ASSERT_EQ(late.shards.size(), 8u) << "the dropped generation's shards left";
+  EXPECT_EQ(late.shards.front().id, 4);
+  EXPECT_TRUE(late.Assignable(late.shards.front())) << "no parent left to wait for";
+
+  // An export from after the reshard against the layout from before it: the layout is
+  // behind the streams (RS6), never adopted backwards.
+  GroupMetadata after = *created;
+  ASSERT_TRUE(AdoptLayoutInPlace(after, *l1, 2).ok());
+  ASSERT_EQ(after.active_generation, 1);
+  fits = CheckRestoreFitsLayout(l0, after);
+  ASSERT_FALSE(fits.ok());
+  EXPECT_EQ(fits.error().code, ErrorCode::kLayoutMismatch);
+  EXPECT_NE(fits.error().message.find("newer than the layout's"), std::string::npos)
+      << fits.error().message;
+
+  // Another history: a shard under another key, a shard id the layout gives another
+  // generation.
+  GroupMetadata other_key = before;
+  other_key.shards[2].stream = "{elsewhere:2}";
+  fits = CheckRestoreFitsLayout(*l1, other_key);
+  ASSERT_FALSE(fits.ok());
+  EXPECT_EQ(fits.error().code, ErrorCode::kLayoutMismatch);
+  EXPECT_NE(fits.error().message.find("shard 2 is generation 0 with key {elsewhere:2}"),
+            std::string::npos)
+      << fits.error().message;
+  const Layout wide = NewStream(16, "a");  // ids 0..15 are generation 0 there
+  fits = CheckRestoreFitsLayout(wide, after);
+  ASSERT_FALSE(fits.ok());
+  EXPECT_EQ(fits.error().code, ErrorCode::kLayoutMismatch) << fits.error().message;
 }
 
 TEST(Layout, RemoveGroup) {

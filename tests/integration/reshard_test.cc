@@ -178,6 +178,54 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   EXPECT_EQ(JsonInt(billing, "shardCount"), 2) << JsonString(billing);
 }
 
+// D3 for a restore (issue 12): an export taken before a reshard is restored after it. It
+// used to be refused (LAYOUT_MISMATCH: 4 shards against the stream's 8); now the group
+// adopts the stream's layout in the same request, as a stream tick would: the parents it
+// had, the children waiting for them (RS3). Exports that do not fit are core tests
+// (Layout.ARestoredExportFitsTheLayoutItsShardsBelongTo).
+TEST_F(ReshardTest, AnExportFromBeforeAReshardIsRestoredIntoTheNewLayout) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4, ShortLeases()));
+  ASSERT_EQ(http_->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "audit"}}))
+                .status,
+            201);
+  HttpResult exported = http_->Get(GroupPath(kP, "billing") + "/export");
+  ASSERT_EQ(exported.status, 200) << exported.Describe();
+  ASSERT_EQ(Reshard(JsonInt(Stream(), "revision"), 8).status, 200);
+  ASSERT_TRUE(WaitFor([&] { return StateOf(1) == "ACTIVE"; }, 10s, "generation 1 ACTIVE"));
+
+  // The group is lost (here deleted; a lost key is restored the same way).
+  const int64_t rev = JsonInt(http_->Get(GroupPath(kP, "billing")).json, "revision");
+  ASSERT_EQ(
+      http_->Delete(GroupPath(kP, "billing") + "?expectedRevision=" + std::to_string(rev)).status,
+      200);
+  HttpResult restored = http_->Post("/v1/groups/restore", exported.body);
+  ASSERT_EQ(restored.status, 200) << restored.Describe();
+  EXPECT_EQ(JsonInt(restored.json, "shardCount"), 8) << restored.body;
+  const json::array& shards = restored.json.at("shards").as_array();
+  ASSERT_EQ(shards.size(), 12u) << "its 4 parents and the 8 children: " << restored.body;
+  EXPECT_EQ(shards[0].at("generation").as_int64(), 0) << restored.body;
+  EXPECT_EQ(shards[11].at("id").as_int64(), 11) << restored.body;
+  EXPECT_EQ(shards[11].at("generation").as_int64(), 1) << restored.body;
+  const json::value stream = Stream();
+  std::vector<std::string> groups;
+  for (const json::value& g : stream.at("groups").as_array()) groups.emplace_back(g.as_string());
+  EXPECT_EQ(groups, (std::vector<std::string>{"audit", "billing"})) << JsonString(stream);
+
+  // RS3 for the restored group: parents first, the children wait for them.
+  Consumer a("a");
+  a.features = {"layout-v2", "shard-lease"};
+  ASSERT_TRUE(
+      WaitFor([&] { return Beat(*http_, a, kP, "billing").status == 200 && a.owned.size() == 4; },
+              15s, "the restored group reads its parents"))
+      << JsonString(a.last);
+  EXPECT_EQ(a.owned, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(JsonInts(a.last, "pendingShards"), (std::vector<int>{4, 5, 6, 7, 8, 9, 10, 11}))
+      << JsonString(a.last);
+  CliReply info = cli_->Run({"XINFO", "GROUPS", "{orders:11}"});
+  EXPECT_NE(info.ToString().find("billing"), std::string::npos)
+      << "D3: the restored group's consumer group on a child: " << info.ToString();
+}
+
 // RS5: a retired generation's keys are emptied after the retention (here the stream's
 // routing lease: --retired-retention-ms 0 is raised to it), then the generation leaves the
 // layout. An emptied key stays a tombstone (no entries, the maximum last ID): writes to it
