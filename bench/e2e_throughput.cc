@@ -52,6 +52,12 @@
 //                       consumer rate (first → last delivery), end-to-end rate (first
 //                       publish → last delivery) and publish→delivery latency.
 //
+//  Redis's work        around the raw read+ack phase and the library's backlog and live
+//                       phases, INFO commandstats and INFO cpu: commands per 1,000 messages
+//                       (XADD, XREADGROUP, XACK, XPENDING, other), Redis CPU µs per message,
+//                       and Redis busy (its CPU time / the phase's wall time): below 1 the
+//                       phase was not bound by Redis but by its clients.
+//
 // Each cell repeats these `repeat` times, baseline and library back to back, and reports
 // medians (the ratios are medians of the per-repetition ratios): short interleaved phases
 // are less exposed to a neighbour's burst than one long phase each.
@@ -81,6 +87,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -311,6 +318,13 @@ struct Row {
   double p50_ms = 0, p99_ms = 0;
   int64_t redeliveries = 0;
   int64_t claimed = 0;
+  // Redis's work per 1,000 messages (medians): the raw read+ack phase, the library's backlog
+  // and live phases — where a ratio goes, in commands and in Redis CPU.
+  struct Work {
+    double xadd = 0, xreadgroup = 0, xack = 0, xpending = 0, other = 0, cpu_us_per_msg = 0;
+    double busy = 0;  // Redis CPU time / wall time of the phase (1 = its one thread saturated)
+  };
+  Work raw_read_work, backlog_work, live_work;
   std::string note;
 };
 
@@ -494,6 +508,75 @@ void StopAll(std::vector<std::unique_ptr<rsc::Consumer>>& consumers) {
   for (auto& th : stops) th.join();
 }
 
+// Redis's command counts and CPU time (INFO commandstats, INFO cpu), for the work a phase
+// made Redis do. The coordinator's calls (heartbeats, ticks) are in `other`.
+struct RedisCounters {
+  std::map<std::string, int64_t> calls;
+  double cpu_s = 0;
+  int64_t at_ns = 0;
+};
+
+RedisCounters SnapshotRedis(int port) {
+  Context c = Connect(port);
+  RedisCounters out;
+  out.at_ns = NowNs();
+  for (const char* section : {"commandstats", "cpu"}) {
+    Reply r = Command(c.get(), {"INFO", section});
+    if (r->type != REDIS_REPLY_STRING) Die("INFO: unexpected reply");
+    std::istringstream in(std::string(r->str, r->len));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("cmdstat_", 0) == 0) {
+        const size_t colon = line.find(':');
+        const size_t calls = line.find("calls=");
+        if (colon == std::string::npos || calls == std::string::npos) continue;
+        out.calls[line.substr(8, colon - 8)] =
+            ParseInt(line.substr(calls + 6, line.find(',') - calls - 6));
+      } else if (line.rfind("used_cpu_sys:", 0) == 0 || line.rfind("used_cpu_user:", 0) == 0) {
+        out.cpu_s += std::stod(line.substr(line.find(':') + 1));
+      }
+    }
+  }
+  return out;
+}
+
+Row::Work WorkPerThousand(const RedisCounters& a, const RedisCounters& b, int64_t messages) {
+  Row::Work w;
+  const double per = messages > 0 ? 1000.0 / static_cast<double>(messages) : 0;
+  for (const auto& [cmd, calls] : b.calls) {
+    auto it = a.calls.find(cmd);
+    const double d = static_cast<double>(calls - (it == a.calls.end() ? 0 : it->second)) * per;
+    if (cmd == "xadd") {
+      w.xadd = d;
+    } else if (cmd == "xreadgroup") {
+      w.xreadgroup = d;
+    } else if (cmd == "xack") {
+      w.xack = d;
+    } else if (cmd == "xpending") {
+      w.xpending = d;
+    } else if (cmd != "info") {
+      w.other += d;
+    }
+  }
+  w.cpu_us_per_msg = messages > 0 ? (b.cpu_s - a.cpu_s) * 1e6 / static_cast<double>(messages) : 0;
+  w.busy = b.at_ns > a.at_ns ? (b.cpu_s - a.cpu_s) / Seconds(b.at_ns - a.at_ns) : 0;
+  return w;
+}
+
+Row::Work MedianWork(const std::vector<Row::Work>& v) {
+  std::vector<double> x, r, a, p, o, c, b;
+  for (const Row::Work& w : v) {
+    x.push_back(w.xadd);
+    b.push_back(w.busy);
+    r.push_back(w.xreadgroup);
+    a.push_back(w.xack);
+    p.push_back(w.xpending);
+    o.push_back(w.other);
+    c.push_back(w.cpu_us_per_msg);
+  }
+  return {Median(x), Median(r), Median(a), Median(p), Median(o), Median(c), Median(b)};
+}
+
 Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cfg) {
   Row row;
   row.n = n;
@@ -542,6 +625,7 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
 
   std::vector<double> base_xadd, base_read, lib_produce, lib_consume, produce_ratio, consume_ratio,
       live_produce, live_consume, live_e2e, live_ratio, p50, p99;
+  std::vector<Row::Work> raw_read_work, backlog_work, live_work;
   for (int r = 0; r < cfg.repeat; ++r) {
     // ── Baseline, on streams of its own ──
     std::vector<std::string> base_streams;
@@ -550,7 +634,9 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
     }
     double xadd = 0;
     const std::vector<int64_t> per_stream = BaselineXadd(redis_port, base_streams, cfg, &xadd);
+    const RedisCounters before_read = SnapshotRedis(redis_port);
     const double read = BaselineRead(redis_port, base_streams, per_stream, n);
+    raw_read_work.push_back(WorkPerThousand(before_read, SnapshotRedis(redis_port), k));
     {
       Context c = Connect(redis_port);
       for (const std::string& s : base_streams) Command(c.get(), {"DEL", s});
@@ -578,9 +664,11 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
     if (!PublishAll(*producer, 2 * r * k, cfg, &error)) Die("publish: " + error);
     lib_produce.push_back(Rate(k, NowNs() - t0));
     produce_ratio.push_back(lib_produce.back() / xadd);
+    const RedisCounters before_backlog = SnapshotRedis(redis_port);
     t0 = NowNs();
     gate.Open();
     if (backlog.WaitDone(limit)) {
+      backlog_work.push_back(WorkPerThousand(before_backlog, SnapshotRedis(redis_port), k));
       lib_consume.push_back(Rate(k, backlog.done_ns() - t0));
       consume_ratio.push_back(lib_consume.back() / read);
     } else {
@@ -589,10 +677,12 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
     }
 
     // ── Library live: publish while the consumers run ──
+    const RedisCounters before_live = SnapshotRedis(redis_port);
     t0 = NowNs();
     if (!PublishAll(*producer, (2 * r + 1) * k, cfg, &error)) Die("publish: " + error);
     live_produce.push_back(Rate(k, NowNs() - t0));
     if (live.WaitDone(limit)) {
+      live_work.push_back(WorkPerThousand(before_live, SnapshotRedis(redis_port), k));
       live_e2e.push_back(Rate(k, live.done_ns() - t0));
       live_consume.push_back(Rate(k, live.done_ns() - live.first_ns()));
       live_ratio.push_back(live_e2e.back() / RawBound(xadd, read));
@@ -626,6 +716,9 @@ Row RunCell(int redis_port, int coordinator_port, int n, int m, const Config& cf
   row.live_ratio = Median(live_ratio);
   row.p50_ms = Median(p50);
   row.p99_ms = Median(p99);
+  row.raw_read_work = MedianWork(raw_read_work);
+  row.backlog_work = MedianWork(backlog_work);
+  row.live_work = MedianWork(live_work);
   return row;
 }
 
@@ -1047,24 +1140,38 @@ void RunReshards(int coordinator_port, const std::string& redis_url, const Confi
 }
 
 // The grid's rows as JSON (--json), for bench/run.sh: messages/s, ratios, latencies.
+boost::json::object WorkJson(const Row::Work& w) {
+  return {{"xadd", w.xadd},
+          {"redis_busy", w.busy},
+          {"xreadgroup", w.xreadgroup},
+          {"xack", w.xack},
+          {"xpending", w.xpending},
+          {"other", w.other},
+          {"redis_cpu_us_per_message", w.cpu_us_per_msg}};
+}
+
 void WriteGridJson(const Config& cfg, const std::vector<Row>& rows, const std::string& load) {
   boost::json::array out;
   for (const Row& r : rows) {
-    out.push_back(boost::json::object{{"consumers", r.n},
-                                      {"shards", r.m},
-                                      {"raw_xadd", r.base_xadd},
-                                      {"raw_read_ack", r.base_read},
-                                      {"producer", r.lib_produce},
-                                      {"consumer", r.lib_consume},
-                                      {"produce_ratio", r.produce_ratio},
-                                      {"consume_ratio", r.consume_ratio},
-                                      {"live_e2e", r.live_e2e},
-                                      {"raw_bound", RawBound(r.base_xadd, r.base_read)},
-                                      {"live_ratio", r.live_ratio},
-                                      {"p50_ms", r.p50_ms},
-                                      {"p99_ms", r.p99_ms},
-                                      {"redeliveries", r.redeliveries},
-                                      {"note", r.note}});
+    out.push_back(boost::json::object{
+        {"consumers", r.n},
+        {"shards", r.m},
+        {"raw_xadd", r.base_xadd},
+        {"raw_read_ack", r.base_read},
+        {"producer", r.lib_produce},
+        {"consumer", r.lib_consume},
+        {"produce_ratio", r.produce_ratio},
+        {"consume_ratio", r.consume_ratio},
+        {"live_e2e", r.live_e2e},
+        {"raw_bound", RawBound(r.base_xadd, r.base_read)},
+        {"live_ratio", r.live_ratio},
+        {"p50_ms", r.p50_ms},
+        {"p99_ms", r.p99_ms},
+        {"redeliveries", r.redeliveries},
+        {"redis_work_per_1000", boost::json::object{{"raw_read_ack", WorkJson(r.raw_read_work)},
+                                                    {"backlog", WorkJson(r.backlog_work)},
+                                                    {"live", WorkJson(r.live_work)}}},
+        {"note", r.note}});
   }
   rsc::bench::WriteJson(cfg.json, boost::json::object{{"benchmark", "e2e_throughput"},
                                                       {"messages", cfg.messages},
@@ -1267,6 +1374,22 @@ int main(int argc, char** argv) {
                 RawBound(r.base_xadd, r.base_read), r.live_ratio, r.p50_ms, r.p99_ms,
                 static_cast<long long>(r.redeliveries), static_cast<long long>(r.claimed),
                 r.note.c_str());
+  }
+  std::printf(
+      "\nRedis's work per 1,000 messages (medians; commands, Redis CPU µs per message, and "
+      "Redis busy = its CPU time / the phase's wall time, 1 = its thread saturated; other = "
+      "every other command, the coordinator's included)\n\n"
+      "| N consumers | M shards | phase | XADD | XREADGROUP | XACK | XPENDING | other | Redis "
+      "CPU µs/msg | Redis busy |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    const std::pair<const char*, const Row::Work*> phases[] = {{"raw read+ack", &r.raw_read_work},
+                                                               {"library backlog", &r.backlog_work},
+                                                               {"library live", &r.live_work}};
+    for (const auto& [name, w] : phases) {
+      std::printf("| %d | %d | %s | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", r.n, r.m,
+                  name, w->xadd, w->xreadgroup, w->xack, w->xpending, w->other, w->cpu_us_per_msg,
+                  w->busy);
+    }
   }
   std::printf("\ntotal %.1f s, load average after: %s\n",
               std::chrono::duration<double>(Clock::now() - started).count(), LoadAverage().c_str());

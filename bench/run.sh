@@ -5,11 +5,14 @@
 #
 #   bench/run.sh [--quick] [--build DIR] [--out FILE] [--kills N] [--scaleouts N]
 #                [--rss-connections N] [--rss-groups N] [--rss-members N]
-#                [--hb-seconds S] [--messages K] [--repeat R]
+#                [--hb-seconds S] [--messages K] [--repeat R] [--growth-pairs N]
 #
 # --quick: smaller sizes everywhere (a few minutes instead of ~15): 5 kills, 1 scale-out,
 #          1,000 connections and 10 groups × 1,000 members for the RSS, 2 s per heartbeat
-#          row, 20,000 messages once per e2e cell, 50,000 redis-benchmark requests.
+#          row, 20,000 messages once per e2e cell, 50,000 redis-benchmark requests, 2
+#          growth pairs.
+# --growth-pairs N: each cost-growth row is the median over N runs of its pair (5 by
+#          default): one pair of 4-second rows moved by 2-3x from run to run here.
 # The other flags override one size each (after --quick, whatever the order).
 #
 # Needs the benchmarks built: cmake --build build --target rsc-coordinator heartbeat_bench
@@ -23,7 +26,7 @@ build="$root/build"
 out=""
 quick=0
 kills="" scaleouts="" rss_connections="" rss_groups="" rss_members=""
-hb_seconds="" messages="" repeat=""
+hb_seconds="" messages="" repeat="" growth_pairs=""
 args=("$@")
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,7 +41,8 @@ while [ $# -gt 0 ]; do
     --hb-seconds) hb_seconds=$2; shift ;;
     --messages) messages=$2; shift ;;
     --repeat) repeat=$2; shift ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    --growth-pairs) growth_pairs=$2; shift ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -56,10 +60,12 @@ network="private network namespace"
 if [ "$quick" = 1 ]; then
   : "${kills:=5}" "${scaleouts:=1}" "${rss_connections:=1000}" "${rss_groups:=10}"
   : "${rss_members:=1000}" "${hb_seconds:=2}" "${messages:=20000}" "${repeat:=1}"
+  : "${growth_pairs:=2}"
   eval_requests=50000
 else
   : "${kills:=20}" "${scaleouts:=3}" "${rss_connections:=10000}" "${rss_groups:=100}"
   : "${rss_members:=1000}" "${hb_seconds:=4}" "${messages:=50000}" "${repeat:=3}"
+  : "${growth_pairs:=5}"
   eval_requests=150000
 fi
 
@@ -129,10 +135,17 @@ tail -1 "$logs/redis-benchmark.csv" | tr -d '"' | awk -F, '{
 bin="$build/bench"
 run heartbeat "$bin/heartbeat_bench" --members 1000 --seconds "$hb_seconds" --connections 8 \
   --json "$logs/heartbeat.json"
-run growth-members "$bin/heartbeat_bench" --members 10,1000 --shards 64 --seconds "$hb_seconds" \
-  --connections 8 --json "$logs/growth-members.json"
-run growth-shards "$bin/heartbeat_bench" --members 100 --shards 64,4096 --seconds "$hb_seconds" \
-  --connections 8 --json "$logs/growth-shards.json"
+# The growth rows alternate: pair i of members, pair i of shards, ... ; each file holds
+# every run's JSON, and the table takes the median of the per-pair ratios.
+for i in $(seq 1 "$growth_pairs"); do
+  run "growth-members-$i" "$bin/heartbeat_bench" --members 10,1000 --shards 64 \
+    --seconds "$hb_seconds" --connections 8 --json "$logs/growth-members-$i.json"
+  run "growth-shards-$i" "$bin/heartbeat_bench" --members 100 --shards 64,4096 \
+    --seconds "$hb_seconds" --connections 8 --json "$logs/growth-shards-$i.json"
+done
+for g in members shards; do
+  jq -s . $(seq -f "$logs/growth-$g-%g.json" 1 "$growth_pairs") >"$logs/growth-$g.json"
+done
 run e2e "$bin/e2e_throughput" --consumers 1,4 --shards 16 --messages "$messages" \
   --repeat "$repeat" --json "$logs/e2e.json"
 run rebalance "$bin/rebalance_timing" --kills "$kills" --scaleouts "$scaleouts" \
@@ -153,6 +166,12 @@ jq -n \
   def row(figure; unit; ours; base; r; goal; met):
     {figure: figure, unit: unit, ours: ours, baseline: base, ratio: r, goal: goal, met: met};
   def cost(rows; m; s): (rows[] | select(.members == m and .shards == s) | .us_per_heartbeat);
+  def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+              else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  # runs: every run of one growth pair; the medians of ours, the baseline and the ratios.
+  def growth(runs; m1; s1; m0; s0):
+    [runs[] | {a: cost(.rows; m1; s1), b: cost(.rows; m0; s0)} | .r = ratio(.a; .b)] |
+    {a: (map(.a) | median), b: (map(.b) | median), r: (map(.r) | median), n: length};
   ($eval[0]) as $ev | ($hb[0].rows[0]) as $h | ($rb[0]) as $r | ($rss[0]) as $m |
   [
     (ratio($h.heartbeats_per_s; $ev.rps)) as $x |
@@ -167,12 +186,12 @@ jq -n \
     ($e2e[0].rows[] |
       row("end to end, \(.consumers) consumer(s) x \(.shards) shards (baseline: raw XADD + XREADGROUP/XACK bound)";
           "msg/s"; .live_e2e; .raw_bound; .live_ratio; ">= 0.9"; .live_ratio >= 0.9)),
-    (cost($gm[0].rows; 1000; 64)) as $a | (cost($gm[0].rows; 10; 64)) as $b |
-    row("cost per heartbeat, 1,000 members (baseline: 10 members), 64 shards";
-        "us/hb"; $a; $b; ratio($a; $b); "<= 2"; ratio($a; $b) <= 2),
-    (cost($gs[0].rows; 100; 4096)) as $a | (cost($gs[0].rows; 100; 64)) as $b |
-    row("cost per heartbeat, 4,096 shards (baseline: 64 shards), 100 members";
-        "us/hb"; $a; $b; ratio($a; $b); "<= 2"; ratio($a; $b) <= 2),
+    growth($gm[0]; 1000; 64; 10; 64) as $g |
+    row("cost per heartbeat, 1,000 members (baseline: 10 members), 64 shards, median of \($g.n) pairs";
+        "us/hb"; $g.a; $g.b; $g.r; "<= 2"; $g.r <= 2),
+    growth($gs[0]; 100; 4096; 100; 64) as $g |
+    row("cost per heartbeat, 4,096 shards (baseline: 64 shards), 100 members, median of \($g.n) pairs";
+        "us/hb"; $g.a; $g.b; $g.r; "<= 2"; $g.r <= 2),
     (if $r.failover then
       ($r.failover) as $f |
       (row("kill -9 -> shards read elsewhere, median of \($f.n) (baseline: memberLeaseMs \($f.member_lease_ms) + heartbeatIntervalMs \($f.heartbeat_interval_ms))";
@@ -225,7 +244,7 @@ jq -r '.rows[] |
 # What would make a row mean less than it says: failed heartbeats, unfinished e2e phases,
 # members the RSS run could not keep alive within their lease.
 jq -r '.raw as $r |
-  ([$r.heartbeat, $r.growth_members, $r.growth_shards][] | .rows[] | select(.errors > 0) |
+  (([$r.heartbeat] + $r.growth_members + $r.growth_shards)[] | .rows[] | select(.errors > 0) |
     "note: heartbeat_bench \(.members) members x \(.shards) shards: \(.errors) failed heartbeats"),
   ($r.e2e.rows[] | select(.note != "") | "note: e2e \(.consumers) x \(.shards):\(.note)"),
   ($r.rss.rounds | to_entries[] | select(.value.failed > 0) |
