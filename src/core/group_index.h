@@ -9,7 +9,9 @@
 // An index describes exactly one GroupMetadata object, which must outlive it. Decisions
 // use it only when deciding on that very object (compared by address): a copy, a
 // decision's next state or a mutant's rewritten state is never read through it, they take
-// the scans. tests/core/group_index_test.cc checks that answers are the same either way.
+// the scans. Every heartbeat of the core tests is decided both ways and compared
+// (CoreHarness::Heartbeat, tests/core/core_harness.h); the property test checks the
+// index's contents against the scans (tests/core/properties_test.cc).
 
 #include <cstdint>
 #include <limits>

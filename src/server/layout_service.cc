@@ -88,8 +88,8 @@ Result<int32_t> LayoutService::AddGroup(const std::string& stream, const std::st
     }
     int32_t count = 0;
     if (stored && restored != nullptr) {
-      // A restored group adopts the layout after its write (GroupService::RestoreGroup), so
-      // its count may be an older generation's; its shards must be this stream's history.
+      // A restored group takes the layout into its own write (GroupService::RestoreGroup),
+      // so its count may be an older generation's; its shards must be this stream's history.
       RSC_RETURN_IF_ERROR(CheckRestoreFitsLayout(base, *restored));
       shard_count = 0;
     }
