@@ -165,6 +165,7 @@ class ClusterEndToEnd : public ::testing::Test {
   struct Kill {
     int64_t t_us = 0;
     std::set<int32_t> shards;
+    int64_t promoted_us = 0;  // when its replica was seen promoted (0: not yet)
   };
   // The first kill after `t` of a master serving `shard`: what may have lost a write or an
   // XACK made on that shard at `t`.
@@ -173,6 +174,21 @@ class ClusterEndToEnd : public ::testing::Test {
       if (k.t_us > t && k.shards.count(shard) != 0) return &k;
     }
     return nullptr;
+  }
+  // Whether a failover may have lost the XACK of an entry delivered at `delivered_us` and
+  // confirmed at `acked_us`: a master serving the shard was killed after the XACK was sent
+  // (it is sent after the delivery), and the confirmation came from that master — before
+  // the kill, or between the kill and the promotion of its replica, when nothing else served
+  // the slot: a reply in flight, or one a process paused around the kill (SIGSTOP) had
+  // received before it and recorded only once it ran again (seen in CI: confirmed 2.8 ms
+  // after the kill, the entry redelivered after the failover). A confirmation after the
+  // promotion came from the new master, which keeps it: no excuse.
+  bool AckMayBeLost(int32_t shard, int64_t delivered_us, int64_t acked_us) const {
+    for (const Kill& k : kills_) {
+      if (k.shards.count(shard) == 0 || k.t_us <= delivered_us) continue;
+      if (k.t_us > acked_us || k.promoted_us == 0 || acked_us < k.promoted_us) return true;
+    }
+    return false;
   }
 
   // A master killed at `kill_us`, serving `shards` then: a `failover` fault record (a rollback
@@ -273,19 +289,28 @@ class ClusterEndToEnd : public ::testing::Test {
     // an entry whose XACK was confirmed is delivered again only if a failover may have lost
     // that XACK (before the fault, on a shard the killed master served).
     std::set<std::pair<std::string, int32_t>> open;
-    std::map<std::pair<std::string, std::string>, int64_t> acked_at;  // (stream, id) -> t
+    struct Acked {
+      int64_t delivered_us = 0, acked_us = 0;
+    };
+    std::map<std::pair<std::string, std::string>, Acked> acked_at;  // (stream, id) -> first ack
+    std::map<std::tuple<std::string, std::string, std::string>, int64_t> delivered_at;
     int64_t outside = 0, acked_again = 0, acked_again_excused = 0;
     for (const HistEvent& e : history) {
       if (e.kind == HistKind::kAcquire) open.insert({e.proc, e.shard});
       if (e.kind == HistKind::kRelease) open.erase({e.proc, e.shard});
-      if (e.kind == HistKind::kAck) acked_at.emplace(std::pair{e.stream, e.id}, e.t_us);
+      if (e.kind == HistKind::kAck) {
+        auto d = delivered_at.find({e.proc, e.stream, e.id});
+        acked_at.emplace(std::pair{e.stream, e.id},
+                         Acked{d == delivered_at.end() ? e.t_us : d->second, e.t_us});
+      }
       if (e.kind != HistKind::kDeliver) continue;
+      delivered_at[{e.proc, e.stream, e.id}] = e.t_us;
       if (open.count({e.proc, e.shard}) == 0 && outside++ == 0) {
         ADD_FAILURE() << "delivery outside its acquire/release window: " << rsc::sim::ToJsonLine(e);
       }
       auto it = acked_at.find({e.stream, e.id});
       if (it == acked_at.end()) continue;
-      if (KillAfter(e.shard, it->second) != nullptr) {
+      if (AckMayBeLost(e.shard, it->second.delivered_us, it->second.acked_us)) {
         ++acked_again_excused;
       } else if (acked_again++ == 0) {
         ADD_FAILURE() << "acknowledged entry delivered again: " << rsc::sim::ToJsonLine(e);
@@ -370,6 +395,7 @@ void ClusterEndToEnd::KillMasterUnderLoad(const std::string& key_on_victim) {
   RecordKill(kill_us, metadata_lost, victim_shards);
   ASSERT_TRUE(cluster_.WaitPromoted(replica, 30s));
   const int64_t promoted_us = NowUs();
+  kills_.back().promoted_us = promoted_us;
   fleet_.Record(HistKind::kFault, "harness", "heal");
   ASSERT_NO_FATAL_FAILURE(FinishAndJudge());
   EXPECT_GT(lost_, 0) << "the promoted replica missed the master's last writes";
@@ -544,6 +570,7 @@ TEST_F(ClusterEndToEnd, SeededClusterChaosKeepsEveryGuarantee) {
         if (lag) cluster_.node(replica).Resume();
         RecordKill(kill_us, metadata, shards);
         ASSERT_TRUE(cluster_.WaitPromoted(replica, 30s));
+        kills_.back().promoted_us = NowUs();
         ASSERT_TRUE(cluster_.node(victim).Start()) << "the killed master restarts as a replica";
         ++done[lag ? "master_kill_lagging" : "master_kill"];
         break;
