@@ -7,7 +7,7 @@
 #                [--rss-connections N] [--rss-groups N] [--rss-members N]
 #                [--hb-seconds S] [--messages K] [--repeat R] [--growth-pairs N]
 #
-# --quick: smaller sizes everywhere (a few minutes instead of ~15): 5 kills, 1 scale-out,
+# --quick: smaller sizes everywhere (under 2 minutes instead of about 6): 5 kills, 1 scale-out,
 #          1,000 connections and 10 groups × 1,000 members for the RSS, 2 s per heartbeat
 #          row, 20,000 messages once per e2e cell, 50,000 redis-benchmark requests, 2
 #          growth pairs.
@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --messages) messages=$2; shift ;;
     --repeat) repeat=$2; shift ;;
     --growth-pairs) growth_pairs=$2; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/codec.h"
+#include "core/group_index.h"
 #include "core_harness.h"
 
 namespace rsc::testing {
@@ -305,6 +306,11 @@ TEST(StuckShards, ATakenShardHandedBackStaysTakenUntilItsReleaseThenGoesToItsTar
   EXPECT_EQ(ra.taken_shards, V({2, 3}));
   EXPECT_EQ(t.h.meta().shards[2].target, "A");
   const TimeMs release_at = t.h.meta().shards[2].release_at_ms;
+  // Nothing is revoking any more: the release is the only thing due, and the coordinator's
+  // index (core/group_index.h) must say so, or a steady heartbeat would skip the release.
+  const GroupIndex index = BuildGroupIndex(t.h.meta());
+  EXPECT_EQ(index.next_due_ms, release_at);
+  EXPECT_EQ(index.For(t.h.meta(), t.h.meta().members[0])->taken, V({2, 3}));
   while (t.h.now() + 1000 < release_at) {  // A heartbeats on (it is alive, only stuck)
     t.h.Advance(1000);
     EXPECT_EQ(Ok(t.h.Heartbeat(t.stuck)).taken_shards, V({2, 3}));
