@@ -153,6 +153,11 @@ TEST_F(RedisFailuresTest, RedisRestartIsSurvivedWithRetryable503sDuringTheOutage
   EXPECT_EQ(routing.ErrorCode(), "REDIS_UNAVAILABLE") << routing.Describe();
   EXPECT_EQ(http_->Get("/readyz").status, 503);
   EXPECT_EQ(http_->Get("/healthz").status, 200);
+  // The outage lasts until the background consumer has met it too: the requests above take
+  // about a millisecond, less than the consumer's pause between heartbeats (CI: it once
+  // slept through the whole outage).
+  EXPECT_TRUE(WaitFor([&] { return unavailable.load() >= 1; }, 5s,
+                      "the background consumer to get a retryable 503 during the outage"));
 
   ASSERT_TRUE(redis.Start());
   const auto restarted = std::chrono::steady_clock::now();
