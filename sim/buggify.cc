@@ -99,6 +99,8 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"abandoned_released_after_clock_jump",
        "an abandoned reader ended after its consumer's clock jumped", false},
       {"stale_deadline_kept", "a liveness write would have lowered a deadline; it was kept", false},
+      {"stale_removal_refused",
+       "a write would have removed a member renewed after its load; it was refused", false},
       {"stale_revoke_ignored", "a REVOKED report older than its revoke released nothing", false},
       {"round_ended_by_heartbeat", "a heartbeat's own write ended a correction round", false},
       {"rejoin_regained_draining_shard",

@@ -106,6 +106,16 @@ Result<CasOutcome> MemoryStore::CompareAndSet(const GroupKey& key, StoreRevision
     return MakeError(ErrorCode::kMetadataUnreadable, "revision field is not an integer");
   }
   if (*rev != expected.value()) return CasOutcome{false, StoreRevision(*rev)};
+  // compare_and_set.lua: a removal with a bound holds only while the member was not
+  // renewed past it since the caller's load; otherwise nothing is written.
+  if (auto lit = data_.live.find(tag); lit != data_.live.end()) {
+    for (const auto& [id, bound] : liveness.remove_if_at_most) {
+      auto cur = lit->second.find(id);
+      if (cur != lit->second.end() && (bound < 0 || cur->second > bound)) {
+        return CasOutcome{false, StoreRevision(*rev)};
+      }
+    }
+  }
   int64_t new_rev = *rev;
   if (next != nullptr) {
     new_rev = *rev + 1;

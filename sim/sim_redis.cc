@@ -151,6 +151,10 @@ Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupK
   const int64_t round_age = next != nullptr ? RoundEndedAfterMs(primary_, key, *next) : -1;
   const auto deadlines = PeekLiveness(key);
   auto r = primary_.CompareAndSet(key, expected, next, liveness, now_ms);
+  if (r.ok() && !r->applied && r->revision == expected) {
+    // compare_and_set.lua: a member this write would remove was renewed after its load.
+    world_.probes().Hit("stale_removal_refused");
+  }
   if (r.ok() && r->applied) {
     for (const auto& [member, deadline] : liveness.set) {
       auto it = deadlines.find(member);

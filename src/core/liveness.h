@@ -26,7 +26,19 @@ struct Liveness {
 struct LivenessUpdate {
   std::vector<std::pair<std::string, TimeMs>> set;  // member -> new deadline
   std::vector<std::string> remove;
+  // For a removed member: the deadline the decision saw (kNoDeadline: it had none). The
+  // store removes it only while the stored deadline is still at most that, and otherwise
+  // writes nothing and answers a conflict: another coordinator renewed the member after
+  // this decision's load, without a revision bump (a liveness-only write, or a steady
+  // renewal while this section's mutex had vanished; simulator seed 93000387), so the
+  // decision to expire it is stale. A removed member not listed here is removed whatever
+  // its deadline (a leave or a replaced static member, never decided on its deadline).
+  // Filled by the shell from the liveness it loaded (GroupService::Mutate).
+  std::map<std::string, TimeMs> remove_if_at_most;
   bool empty() const { return set.empty() && remove.empty(); }
 };
+
+// remove_if_at_most: the member had no deadline when the decision loaded.
+inline constexpr TimeMs kNoDeadline = -1;
 
 }  // namespace rsc

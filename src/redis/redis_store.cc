@@ -318,7 +318,7 @@ Result<CasOutcome> RedisStore::CompareAndSet(const GroupKey& key, StoreRevision 
     token = RandomHex128();
   }
   std::vector<std::string> args;
-  args.reserve(8 + 2 * liveness.set.size() + liveness.remove.size());
+  args.reserve(10 + 2 * liveness.set.size() + 2 * liveness.remove.size());
   args.push_back(std::to_string(expected.value()));
   args.push_back(next != nullptr ? "1" : "0");
   args.push_back(json);
@@ -339,7 +339,12 @@ Result<CasOutcome> RedisStore::CompareAndSet(const GroupKey& key, StoreRevision 
     args.push_back(member);
     args.push_back(std::to_string(deadline));
   }
-  for (const std::string& member : liveness.remove) args.push_back(member);
+  for (const std::string& member : liveness.remove) {
+    args.push_back(member);
+    auto bound = liveness.remove_if_at_most.find(member);
+    args.push_back(bound == liveness.remove_if_at_most.end() ? std::string()
+                                                             : std::to_string(bound->second));
+  }
 
   auto reply = Eval(CasScript(), {MetadataKey(key), LivenessKey(key)}, args, CommandKind::kWrite);
   if (!reply.ok()) return reply.error();

@@ -59,6 +59,20 @@ Error ConflictExhausted(const GroupKey& key, int attempts) {
                                key.Tag(), attempts));
 }
 
+// A removal holds only while the member's deadline is the one this decision loaded
+// (LivenessUpdate::remove_if_at_most): the revision check alone cannot see a renewal made
+// since, because liveness writes keep the revision.
+void GuardRemovals(LivenessUpdate& u, const Liveness& loaded) {
+  for (const std::string& id : u.remove) {
+    auto it = loaded.deadline_ms.find(id);
+    if (it != loaded.deadline_ms.end()) {
+      u.remove_if_at_most[id] = it->second;
+    } else if (loaded.complete) {
+      u.remove_if_at_most[id] = kNoDeadline;
+    }
+  }
+}
+
 }  // namespace
 
 template <class R, class F>
@@ -102,6 +116,7 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
       if (revision_out) *revision_out = loaded->revision;
       return std::move(d.response);
     }
+    GuardRemovals(d.liveness, loaded->liveness);
     auto cas =
         store_.CompareAndSet(key, loaded->revision, d.next ? &*d.next : nullptr, d.liveness, now);
     if (!cas.ok()) {

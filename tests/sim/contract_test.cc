@@ -274,6 +274,42 @@ const std::vector<NamedScript>& Scripts() {
          t.push_back(fmt::format("m0={}", all.ok() ? all->deadline_ms["m0"] - kNow : -1));
          return t;
        }},
+      {"ARemovalOfAMemberRenewedSinceTheLoadIsRefused",
+       [](Backend& b) {
+         // A section loaded m0's deadline (kNow + 1000) and decided to expire it; another
+         // coordinator renewed it meanwhile (a liveness-only write: same revision). The
+         // removal, bound to what the section loaded, must fail as a whole.
+         std::vector<std::string> t;
+         auto& s = b.store();
+         t.push_back(Trace(s.Create(Meta(2), kNow)));
+         LivenessUpdate seed;
+         seed.set = {{"m0", kNow + 1000}, {"m1", kNow + 1000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, seed, kNow)));
+         LivenessUpdate renewed;
+         renewed.set = {{"m0", kNow + 5000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), nullptr, renewed, kNow)));
+         GroupMetadata one = Bumped(Meta(2));
+         one.members.erase(one.members.begin());
+         LivenessUpdate expire;
+         expire.remove = {"m0"};
+         expire.remove_if_at_most = {{"m0", kNow + 1000}};
+         expire.set = {{"m1", kNow + 2000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), &one, expire, kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow + 10000)));
+         // "Had none" (-1) while it has one: refused too.
+         expire.remove_if_at_most = {{"m0", kNoDeadline}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), &one, expire, kNow)));
+         // Bound to the renewed deadline: applied, m0 gone, m1 raised.
+         expire.remove_if_at_most = {{"m0", kNow + 5000}};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(1), &one, expire, kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow + 10000)));
+         // Unbound (a leave): removed whatever its deadline.
+         LivenessUpdate leave;
+         leave.remove = {"m1"};
+         t.push_back(Trace(s.CompareAndSet(kKey, StoreRevision(2), nullptr, leave, kNow)));
+         t.push_back(Trace(s.Load(kKey, kNow + 10000)));
+         return t;
+       }},
       {"LayoutCreateCasAndCorruption",
        [](Backend& b) {
          // SPEC D1: the layout hash, created only if absent (expected 0), CAS on revision,
@@ -408,6 +444,23 @@ TEST(ContractExpectations, LivenessRenewalNeverShortensADeadline) {
     ASSERT_EQ(t.size(), 6u);
     EXPECT_EQ(t[3], "m0=5000") << "a stale renewal must not shorten the deadline";
     EXPECT_EQ(t[5], "m0=7000") << "a later renewal still extends it";
+  }
+}
+
+TEST(ContractExpectations, ARemovalOfAMemberRenewedSinceTheLoadIsRefused) {
+  MemoryBackend fake;
+  for (const NamedScript& s : Scripts()) {
+    if (std::string(s.name) != "ARemovalOfAMemberRenewedSinceTheLoadIsRefused") continue;
+    const auto t = s.run(fake);
+    ASSERT_EQ(t.size(), 10u);
+    EXPECT_EQ(t[3], "cas applied=false rev=1") << "m0 was renewed after the load";
+    EXPECT_EQ(t[4], "load rev=1 v=1 members=2 complete=false live=[m0=5000 m1=1000 ]")
+        << "a refused write changes nothing";
+    EXPECT_EQ(t[5], "cas applied=false rev=1");
+    EXPECT_EQ(t[6], "cas applied=true rev=2");
+    EXPECT_EQ(t[7], "load rev=2 v=2 members=1 complete=false live=[m1=2000 ]");
+    EXPECT_EQ(t[8], "cas applied=true rev=2");
+    EXPECT_EQ(t[9], "load rev=2 v=2 members=1 complete=true live=[]");
   }
 }
 

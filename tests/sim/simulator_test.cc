@@ -146,6 +146,16 @@ TEST(SimulatorRegression, Seed137_StaleSectionNeverShortensAMemberLease) {
   ExpectPassesReaching(137, "stale_deadline_kept");
 }
 
+// compare_and_set.lua: the mutex vanished under a section; another coordinator renewed
+// member c0-1 (a liveness-only write, same revision) while the section decided, on its older
+// load, to expire c0-1 and hand its shards on — the CAS passed and two consumers held shard
+// 0. A removal now carries the deadline its decision loaded and fails the write if the
+// member was renewed since. Contract test: tests/sim/contract_test.cc
+// ARemovalOfAMemberRenewedSinceTheLoadIsRefused.
+TEST(SimulatorRegression, Seed93000387_ARenewalSinceTheLoadKeepsTheMemberAlive) {
+  ExpectPassesReaching(93000387, "stale_removal_refused");
+}
+
 // checkers.cc (S2): a crashed holder's static-membership successor handed the shard on
 // without reading it; the handoff was judged unjustified.
 TEST(SimulatorRegression, Seed57_StaticSuccessorMayHandTheShardOn) {

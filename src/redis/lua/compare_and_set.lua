@@ -7,8 +7,12 @@
 -- ARGV[6] updatedAt (ms)  ARGV[7] writeToken
 -- ARGV[8] SHA-1 of the aggregate bytes the caller decided on ('' = unknown, not checked):
 --         an aggregate edited outside the coordinator is never overwritten (SPEC L3)
--- ARGV[9] n = liveness entries to set, then n pairs (member, deadline ms), then the
---         members to remove. A set never lowers a stored deadline.
+-- ARGV[9] n = liveness entries to set, then n pairs (member, deadline ms), then pairs
+--         (member, bound) to remove. A set never lowers a stored deadline. A removal with
+--         a bound holds only while the stored deadline is at most the bound ('-1': only
+--         while there is none); otherwise nothing is written and the reply is a conflict:
+--         the member was renewed after the caller's load (liveness writes keep the
+--         revision; simulator seed 93000387). An empty bound removes unconditionally.
 -- Reply: {1, newRevision} applied; {0, storedRevision} conflict ({0, -1}: no hash).
 -- Everything is validated before the first write: a script that fails halfway is not
 -- rolled back by Redis.
@@ -27,12 +31,23 @@ if rev ~= tonumber(ARGV[1]) then
   return {0, rev}
 end
 local n = tonumber(ARGV[9])
-if n == nil or n < 0 or 9 + 2 * n > #ARGV then
+if n == nil or n < 0 or 9 + 2 * n > #ARGV or (#ARGV - 9 - 2 * n) % 2 ~= 0 then
   return redis.error_reply('ERR compare_and_set: bad liveness argument count')
 end
 local live_type = redis.call('TYPE', KEYS[2]).ok
 if live_type ~= 'none' and live_type ~= 'zset' then
   return redis.error_reply('RSC_UNREADABLE liveness key is a ' .. live_type .. ', not a sorted set')
+end
+local r = 10 + 2 * n
+while r < #ARGV do
+  if ARGV[r + 1] ~= '' then
+    local current = redis.call('ZSCORE', KEYS[2], ARGV[r])
+    local bound = tonumber(ARGV[r + 1])
+    if current ~= false and (bound < 0 or tonumber(current) > bound) then
+      return {0, rev}
+    end
+  end
+  r = r + 2
 end
 if ARGV[2] == '1' and ARGV[8] ~= '' then
   local current = redis.call('HGET', KEYS[1], 'aggregate') or ''
@@ -60,8 +75,8 @@ for _ = 1, n do
   end
   i = i + 2
 end
-while i <= #ARGV do
+while i < #ARGV do
   redis.call('ZREM', KEYS[2], ARGV[i])
-  i = i + 1
+  i = i + 2
 end
 return {1, new_rev}
