@@ -72,5 +72,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto resolved = ResolvePatch(*r, GroupConfig{});
     if (resolved.ok() && resolved->config) RSC_CHECK(ValidateConfig(*resolved->config).ok());
   }
+
+  if (auto r = ParseReshardRequest(in); r.ok()) {
+    RSC_CHECK(r->expected_layout_revision >= 1);
+    RSC_CHECK(r->shard_count >= 1 && r->shard_count <= kMaxShardCount);
+    auto again = ParseReshardRequest(SerializeReshardRequest(*r));
+    RSC_CHECK(again.ok() && again->expected_layout_revision == r->expected_layout_revision &&
+              again->shard_count == r->shard_count);
+  } else {
+    RSC_CHECK(r.error().code == ErrorCode::kInvalidRequest && !r.error().message.empty());
+  }
+
+  if (auto r = ParsePatchStreamRequest(in); r.ok()) {
+    RSC_CHECK(r->expected_layout_revision >= 1);
+    RSC_CHECK(r->routing_lease_ms || r->routing_refresh_ms);  // a patch changes something
+    auto again = ParsePatchStreamRequest(SerializePatchStreamRequest(*r));
+    RSC_CHECK(again.ok() && *again == *r);
+  } else {
+    RSC_CHECK(r.error().code == ErrorCode::kInvalidRequest && !r.error().message.empty());
+  }
   return 0;
 }

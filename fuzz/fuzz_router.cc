@@ -28,6 +28,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case Route::kCreateGroup:
       case Route::kRestoreGroup:
         break;
+      case Route::kDescribeStream:
+      case Route::kPatchStream:
+      case Route::kStreamRouting:
+      case Route::kReshard:  // stream routes name a stream and no group
+        RSC_CHECK(IsValidStreamName(m->key.stream) && m->key.group.empty());
+        break;
       case Route::kUi:  // the console's files: looked up by name in the embedded table only
         RSC_CHECK(m->path == "/ui" || m->path.starts_with("/ui/"));
         break;

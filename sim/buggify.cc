@@ -88,6 +88,8 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"reshard_started", "an operator reshard was accepted (RS1)"},
       {"publish_refused_sealed", "a producer's XADD hit a seal and went again later (RS2)"},
       {"parent_completed", "a sealed shard was recorded read to its end (RS3)"},
+      {"stream_routing_resharded",
+       "a producer routing by the stream (D4) was routed to a generation after the first"},
       {"steady_renewal", "a batch of steady heartbeats was committed in one round trip"},
       {"steady_renewal_refused",
        "a steady renewal found the group changed (or a member due) and took the locked path"},

@@ -485,6 +485,17 @@ class SimCoordinator::Recorder : public CoordinatorApi {
   Result<GroupView> RestoreGroup(std::string_view export_json, RevisionChange* change) override {
     return s_.RestoreGroup(export_json, change);
   }
+  // The stream's routing (D4) is not a group decision: no kDecision (S8 judges the group's
+  // answers after its key was deleted; the layout lives on). Producers record what they got.
+  Result<RoutingResponse> StreamRouting(const std::string& stream, int64_t observed_version,
+                                        const std::string& lineage) override {
+    c_.store_->ResetBasis();
+    return s_.StreamRouting(stream, observed_version, lineage);
+  }
+  Result<StreamView> PatchStream(const std::string& stream, const PatchStreamRequest& req,
+                                 RevisionChange* change) override {
+    return s_.PatchStream(stream, req, change);
+  }
   Result<StreamView> DescribeStream(const std::string& stream) override {
     return s_.DescribeStream(stream);
   }

@@ -8,10 +8,11 @@ namespace rsc::sim {
 
 namespace {
 
-client::ProducerRuntimeOptions RuntimeOptions(Services& env, const ProducerParams& p) {
+client::ProducerRuntimeOptions RuntimeOptions(Services& env, const ProducerParams& p,
+                                              const ProducerSlot& slot) {
   client::ProducerRuntimeOptions o;
   o.stream = p.group.stream;
-  o.group = p.group.group;
+  o.group = slot.by_stream ? "" : p.group.group;  // "": the stream's routing (D4)
   o.endpoint_count = p.endpoint_count;
   o.first_endpoint = static_cast<int>(env.world().rng().Uniform(0, p.endpoint_count - 1));
   o.endpoint_backoff_ms = 100;
@@ -27,7 +28,7 @@ SimProducer::SimProducer(Services& env, const ProducerParams& params, ProducerSl
       slot_(slot),
       name_(fmt::format("{}#{}", slot.node, ++slot.incarnations)),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
-      runtime_(RuntimeOptions(env, params), this) {
+      runtime_(RuntimeOptions(env, params, slot), this) {
   if (slot_.version_store) runtime_.SeedObserved(slot_.stored);
 }
 
@@ -134,6 +135,9 @@ void SimProducer::ObserveRouting(const RoutingResponse& answer, TimeMs sent_ms) 
   g.version = answer.metadata_version;
   g.lineage = answer.lineage;
   env_.world().Emit(std::move(g));
+  if (slot_.by_stream && answer.generation > 0) {
+    env_.world().probes().Hit("stream_routing_resharded");
+  }
 }
 
 void SimProducer::BeforeRouting(RoutingResponse& answer) {

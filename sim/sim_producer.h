@@ -40,6 +40,9 @@ struct ProducerSlot {
   std::string node;  // "producer-<index>"
   int incarnations = 0;
   bool version_store = false;
+  // Routes by the stream (GET /v1/streams/{P}/routing, D4) rather than by the group: every
+  // odd slot, so runs with two or more producers mix both kinds.
+  bool by_stream = false;
   ObservedVersion stored;
   std::map<std::string, int64_t> next_seq;  // per key: next sequence number to publish
 };

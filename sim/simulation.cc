@@ -371,6 +371,7 @@ SimResult Simulation::Run() {
     s->index = i;
     s->node = fmt::format("producer-{}", i);
     s->version_store = rng.Chance(0.5);
+    s->by_stream = i % 2 == 1;
     producer_slots_.push_back(std::move(s));
     producer_current_.push_back(nullptr);
     producer_restart_pending_.push_back(false);

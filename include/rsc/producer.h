@@ -124,7 +124,12 @@ struct ProducerOptions {
   // ASCII without blanks, at most 1024 characters. Empty: no header.
   std::string coordinator_token;
   std::string stream;  // stream prefix P
-  std::string group;   // consumer group G whose routing metadata is used
+  // Empty (recommended): route by the stream, GET /v1/streams/{P}/routing (SPEC D4): the
+  // layout's shards, version and routing lease, whatever groups the stream has, and a
+  // reshard's new generation as soon as it is ACTIVE. A group name: that group's routing,
+  // GET /v1/groups/{P}/{G}/routing (for coordinators older than the stream route; a
+  // deleted group then stops the producer at its lease end).
+  std::string group;
   // redis://[user[:password]@]host[:port][/db] of the Redis holding the shard streams.
   std::string redis_url;
   // Optional: keeps the highest observed metadata version across restarts (SPEC C5/M8).

@@ -28,6 +28,10 @@ struct ObservedVersion {
   bool operator==(const ObservedVersion&) const = default;
 };
 
+// The group name under which a producer that routes by the stream (ProducerOptions::group
+// empty) keeps its observed layout version: not a valid group name, so it never collides.
+inline constexpr const char* kStreamRoutingGroup = "*";
+
 class VersionStore {
  public:
   virtual ~VersionStore() = default;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/admin_client.h"
+#include "core/protocol.h"
 #include "rsc/metrics.h"
 
 namespace rsc::cli {
@@ -69,5 +70,12 @@ int StartMetrics(const MetricsFlags& flags, const MetricsRegistry& registry, Con
 CallOutcome WithRevision(Context& ctx, const std::string& stream, const std::string& group,
                          std::optional<int64_t> expected_revision,
                          const std::function<CallOutcome(int64_t revision)>& send);
+
+// "/v1/streams/{P}" with P percent-encoded.
+std::string StreamPath(const std::string& stream);
+
+// GET /v1/streams/{P}, parsed into *view; a malformed answer becomes a failed outcome
+// (kExitServerError). The outcome keeps the raw body (for --json).
+CallOutcome ReadStream(Context& ctx, const std::string& stream, StreamView* view);
 
 }  // namespace rsc::cli

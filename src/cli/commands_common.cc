@@ -80,4 +80,21 @@ CallOutcome WithRevision(Context& ctx, const std::string& stream, const std::str
   }
 }
 
+std::string StreamPath(const std::string& stream) {
+  return "/v1/streams/" + EncodePathSegment(stream);
+}
+
+CallOutcome ReadStream(Context& ctx, const std::string& stream, StreamView* view) {
+  CallOutcome call = ctx.admin->Call("GET", StreamPath(stream), "", Replay::kSafe);
+  if (!call.ok()) return call;
+  Result<StreamView> parsed = ParseStreamView(call.body);
+  if (!parsed.ok()) {
+    call.exit_code = kExitServerError;
+    call.message = "malformed stream view from " + call.endpoint + ": " + parsed.error().message;
+    return call;
+  }
+  *view = std::move(*parsed);
+  return call;
+}
+
 }  // namespace rsc::cli

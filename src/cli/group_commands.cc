@@ -133,13 +133,62 @@ void AddDescribe(CLI::App& app, Command* selected) {
   });
 }
 
+// PATCH /v1/streams/{P} with the routing values given (SPEC D4), at `expected` or, none
+// given, at the revision just read (one retry on REVISION_CONFLICT, as WithRevision).
+CallOutcome PatchStream(Context& ctx, const std::string& stream, PatchStreamRequest req,
+                        std::optional<int64_t> expected) {
+  for (int attempt = 0;; ++attempt) {
+    if (expected) {
+      req.expected_layout_revision = *expected;
+    } else {
+      StreamView view;
+      if (CallOutcome read = ReadStream(ctx, stream, &view); !read.ok()) return read;
+      req.expected_layout_revision = view.revision;
+    }
+    // Revision-checked: a replay after a lost reply is refused, not applied twice.
+    CallOutcome call = ctx.admin->Call("PATCH", StreamPath(stream),
+                                       SerializePatchStreamRequest(req), Replay::kUnsafe);
+    if (expected || call.code != "REVISION_CONFLICT" || attempt == 1) return call;
+    *ctx.err << "rsc: layout revision " << req.expected_layout_revision
+             << " was overtaken (REVISION_CONFLICT); re-reading the stream and retrying once\n";
+  }
+}
+
 void AddStream(CLI::App& app, Command* selected) {
-  auto stream = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("stream", "Show a stream's layout: groups, generations");
-  cmd->add_option("STREAM", *stream, "Stream prefix P")->required();
-  OnSelect(cmd, selected, [stream](Context& ctx) {
-    CallOutcome call =
-        ctx.admin->Call("GET", "/v1/streams/" + EncodePathSegment(*stream), "", Replay::kSafe);
+  struct Opts {
+    std::string stream;
+    int64_t lease = 0, refresh = 0, revision = 0;
+    CLI::Option *lease_opt = nullptr, *refresh_opt = nullptr, *revision_opt = nullptr;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand(
+      "stream", "Show a stream's layout: groups, generations; change its routing lease");
+  cmd->add_option("STREAM", o->stream, "Stream prefix P")->required();
+  o->lease_opt = cmd->add_option("--routing-lease-ms", o->lease,
+                                 "Set the stream's routing lease (PATCH /v1/streams/{P})");
+  o->refresh_opt = cmd->add_option("--routing-refresh-ms", o->refresh,
+                                   "Set the stream's routing refresh interval");
+  o->revision_opt = cmd->add_option("--expected-revision", o->revision,
+                                    "With a change: refuse unless the layout is at this revision");
+  OnSelect(cmd, selected, [o](Context& ctx) {
+    const bool change = o->lease_opt->count() > 0 || o->refresh_opt->count() > 0;
+    if (!change && o->revision_opt->count() > 0) {
+      *ctx.err << "rsc: stream: --expected-revision needs --routing-lease-ms or "
+                  "--routing-refresh-ms\n";
+      return static_cast<int>(kExitUsage);
+    }
+    CallOutcome call;
+    if (change) {
+      PatchStreamRequest req;
+      if (o->lease_opt->count() > 0) req.routing_lease_ms = o->lease;
+      if (o->refresh_opt->count() > 0) req.routing_refresh_ms = o->refresh;
+      std::optional<int64_t> expected;
+      if (o->revision_opt->count() > 0) expected = o->revision;
+      call = PatchStream(ctx, o->stream, req, expected);
+    } else {
+      call =
+          ctx.admin->Call("GET", "/v1/streams/" + EncodePathSegment(o->stream), "", Replay::kSafe);
+    }
     if (!call.ok()) return Fail(ctx, call);
     if (ctx.json) {
       Println(ctx, call.body);
@@ -151,6 +200,7 @@ void AddStream(CLI::App& app, Command* selected) {
                << view.error().message << "\n";
       return static_cast<int>(kExitServerError);
     }
+    if (change) *ctx.out << "updated the routing of stream " << o->stream << "\n";
     *ctx.out << FormatStreamView(*view);
     return static_cast<int>(kExitOk);
   });

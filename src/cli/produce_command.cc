@@ -1,6 +1,6 @@
 // `rsc produce`: publish test messages through the Producer runtime (include/rsc/producer.h),
-// which fetches the group's routing from the coordinator and XADDs to the shard streams.
-// Each entry has the fields `key` and `value`.
+// which fetches the stream's routing (or a group's) from the coordinator and XADDs to the shard
+// streams. Each entry has the fields `key` and `value`.
 
 #include <boost/json.hpp>
 #include <iostream>
@@ -48,6 +48,11 @@ std::vector<ProducerMessage> Messages(const ProduceOpts& o) {
   return out;
 }
 
+// "P" for a producer routed by the stream, "P/G" by a group's routing.
+std::string Target(const ProduceOpts& o) {
+  return o.group.empty() ? o.stream : o.stream + "/" + o.group;
+}
+
 int RunProduce(const ProduceOpts& o, Context& ctx) {
   if (o.count < 0) {
     *ctx.err << "rsc: produce: --count must not be negative\n";
@@ -70,8 +75,8 @@ int RunProduce(const ProduceOpts& o, Context& ctx) {
   Producer& producer = *created.value();
   if (!producer.WaitForRouting(ctx.timeout)) {
     const std::string error = producer.Metrics().last_refresh_error;
-    *ctx.err << "rsc: produce: no routing for " << o.stream << "/" << o.group << " within "
-             << ctx.timeout.count() << " ms: " << error << "\n";
+    *ctx.err << "rsc: produce: no routing for " << Target(o) << " within " << ctx.timeout.count()
+             << " ms: " << error << "\n";
     // The producer's refresh errors read "HTTP <status> <CODE>: ..." when a coordinator
     // answered (e.g. GROUP_NOT_FOUND); anything else means none did.
     return error.find("HTTP ") != std::string::npos ? kExitServerError : kExitUnreachable;
@@ -94,14 +99,14 @@ int RunProduce(const ProduceOpts& o, Context& ctx) {
   const int64_t published = static_cast<int64_t>(results.size()) - failed;
   if (ctx.json) {
     boost::json::object summary{{"stream", o.stream},
-                                {"group", o.group},
                                 {"published", published},
                                 {"failed", failed},
                                 {"ids", std::move(ids)}};
+    if (!o.group.empty()) summary["group"] = o.group;
     *ctx.out << boost::json::serialize(summary) << "\n";
   } else {
-    *ctx.out << "published " << published << " of " << results.size() << " messages to " << o.stream
-             << "/" << o.group << "\n";
+    *ctx.out << "published " << published << " of " << results.size() << " messages to "
+             << Target(o) << "\n";
   }
   return failed == 0 ? kExitOk : kExitServerError;
 }
@@ -113,7 +118,8 @@ void AddProduceCommand(CLI::App& app, Command* selected) {
   CLI::App* cmd = app.add_subcommand(
       "produce", "Publish messages (--value, or stdin lines key<TAB>value) to a group's shards");
   cmd->add_option("STREAM", o->stream, "Stream prefix P")->required();
-  cmd->add_option("GROUP", o->group, "Consumer group G whose routing is used")->required();
+  cmd->add_option("GROUP", o->group,
+                  "Optional: route by this group's routing instead of the stream's (SPEC D4)");
   cmd->add_option("--redis", o->redis_url,
                   "redis://[user[:password]@]host[:port][,host[:port]...][/db] (a cluster: any "
                   "node, or a seed list)")

@@ -18,24 +18,6 @@
 namespace rsc::cli {
 namespace {
 
-std::string StreamPath(const std::string& stream) {
-  return "/v1/streams/" + EncodePathSegment(stream);
-}
-
-// GET /v1/streams/{P}, parsed; a malformed answer becomes a failed outcome.
-CallOutcome ReadStream(Context& ctx, const std::string& stream, StreamView* view) {
-  CallOutcome call = ctx.admin->Call("GET", StreamPath(stream), "", Replay::kSafe);
-  if (!call.ok()) return call;
-  Result<StreamView> parsed = ParseStreamView(call.body);
-  if (!parsed.ok()) {
-    call.exit_code = kExitServerError;
-    call.message = "malformed stream view from " + call.endpoint + ": " + parsed.error().message;
-    return call;
-  }
-  *view = std::move(*parsed);
-  return call;
-}
-
 // The newest generation's shard count, if it is not RETIRED.
 std::optional<size_t> NewestShardCount(const StreamView& view) {
   if (view.layout.generations.empty()) return std::nullopt;

@@ -79,6 +79,12 @@ bool UnknownNoMkStream(const std::string& error) {
          error.find("syntax error") != std::string::npos;
 }
 
+// Where a producer's observed version lives in its VersionStore: under its group, or under
+// kStreamRoutingGroup when it routes by the stream (a layout version, SPEC D4).
+std::string VersionStoreGroup(const std::string& group) {
+  return group.empty() ? std::string(kStreamRoutingGroup) : group;
+}
+
 }  // namespace
 
 class Producer::Impl : public client::ProducerPorts {
@@ -396,7 +402,8 @@ class Producer::Impl : public client::ProducerPorts {
     const ObservedVersion v = *pending_save_;
     lock.unlock();
     std::string error;
-    const bool saved = options_.version_store->Save(options_.stream, options_.group, v, &error);
+    const bool saved =
+        options_.version_store->Save(options_.stream, VersionStoreGroup(options_.group), v, &error);
     lock.lock();
     if (saved && pending_save_ == v) pending_save_.reset();
   }
@@ -437,7 +444,7 @@ ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
   if (!IsValidStreamName(options.stream)) {
     return invalid("stream '" + options.stream + "' is not a valid stream prefix (SPEC R2.4)");
   }
-  if (!IsValidGroupName(options.group)) {
+  if (!options.group.empty() && !IsValidGroupName(options.group)) {
     return invalid("group '" + options.group + "' is not a valid group name (SPEC R2.4)");
   }
   if (options.coordinator_endpoints.empty()) return invalid("no coordinator endpoints");
@@ -463,7 +470,8 @@ ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
   }
   ObservedVersion seed;
   if (options.version_store &&
-      !options.version_store->Load(options.stream, options.group, &seed, &error)) {
+      !options.version_store->Load(options.stream, VersionStoreGroup(options.group), &seed,
+                                   &error)) {
     return invalid("cannot load the observed metadata version: " + error);
   }
   auto impl = std::make_unique<Impl>(std::move(options), std::move(endpoints), std::move(redis));

@@ -55,8 +55,9 @@ ProducerError FromRouteError(const RouteError& e) {
 ProducerRuntime::ProducerRuntime(ProducerRuntimeOptions options, ProducerPorts* ports)
     : options_(std::move(options)),
       ports_(ports),
-      base_path_("/v1/groups/" + PercentEncode(options_.stream) + "/" +
-                 PercentEncode(options_.group)),
+      base_path_(options_.group.empty() ? "/v1/streams/" + PercentEncode(options_.stream)
+                                        : "/v1/groups/" + PercentEncode(options_.stream) + "/" +
+                                              PercentEncode(options_.group)),
       core_(options_.core),
       current_(options_.first_endpoint % std::max(1, options_.endpoint_count)) {}
 

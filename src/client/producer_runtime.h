@@ -51,7 +51,7 @@ class ProducerPorts {
 
 struct ProducerRuntimeOptions {
   std::string stream;  // P
-  std::string group;   // G
+  std::string group;   // G; empty: the stream's routing (GET /v1/streams/{P}/routing, D4)
   int endpoint_count = 1;
   int first_endpoint = 0;
   TimeMs endpoint_backoff_ms = 100;

@@ -8,8 +8,6 @@
 namespace rsc {
 
 namespace {
-constexpr int64_t kMaxDurationMs = 24LL * 3600 * 1000;
-
 // Counters and times within the ranges metadata.h gives, so no decision's arithmetic on
 // them overflows (a restore with metadataVersion 2^63-2 once aborted every coordinator
 // that decided for its group). Each message names the field.
@@ -102,9 +100,9 @@ Status ValidateConfig(const GroupConfig& c) {
                          Field{"rebalanceTimeoutMs", c.rebalance_timeout_ms},
                          Field{"routingLeaseMs", c.routing_lease_ms},
                          Field{"routingRefreshMs", c.routing_refresh_ms}}) {
-    if (f.value < 10 || f.value > kMaxDurationMs) {
-      return bad(fmt::format("config.{} must be between 10 and {} ms, got {}", f.name,
-                             kMaxDurationMs, f.value));
+    if (f.value < kMinDurationMs || f.value > kMaxDurationMs) {
+      return bad(fmt::format("config.{} must be between {} and {} ms, got {}", f.name,
+                             kMinDurationMs, kMaxDurationMs, f.value));
     }
   }
   // K2: a member the coordinator expires must already have stopped reading.

@@ -35,6 +35,10 @@ inline constexpr int32_t kMaxShardsPerGroup = 4 * kMaxShards;
 // exactly. Decisions add 1 to these, so int64 arithmetic on them never overflows; a
 // record at the limit fails an invariant and its group fails closed (never the process).
 inline constexpr int64_t kMaxCounter = (int64_t{1} << 53) - 1;
+// Every duration of a group's config and of a stream's routing (docs/protocol.md 7.1,
+// deviation 16): 10 ms … 24 h.
+inline constexpr int64_t kMinDurationMs = 10;
+inline constexpr int64_t kMaxDurationMs = 24LL * 3600 * 1000;
 // A restored document must leave this many increments below kMaxCounter on every counter
 // (a restore that would exhaust the counters is refused with 400, naming the field).
 inline constexpr int64_t kRestoreHeadroom = int64_t{1} << 32;

@@ -186,6 +186,15 @@ struct ReshardRequest {
   int32_t shard_count = 0;
 };
 
+// PATCH /v1/streams/{P} (SPEC D4): the layout's routing lease and refresh interval, which
+// the stream's routing answers carry. At least one of the two.
+struct PatchStreamRequest {
+  int64_t expected_layout_revision = 0;
+  std::optional<int64_t> routing_lease_ms;
+  std::optional<int64_t> routing_refresh_ms;
+  bool operator==(const PatchStreamRequest&) const = default;
+};
+
 // GET /v1/streams/{P} (SPEC D4): the stream's layout and the revision of its hash.
 struct StreamView {
   int64_t revision = 0;

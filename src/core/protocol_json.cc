@@ -958,6 +958,34 @@ std::string SerializeReshardRequest(const ReshardRequest& req) {
                                 {"shardCount", req.shard_count}});
 }
 
+Result<PatchStreamRequest> ParsePatchStreamRequest(std::string_view body) {
+  return Guarded<PatchStreamRequest>(
+      ErrorCode::kInvalidRequest, [&]() -> Result<PatchStreamRequest> {
+        auto doc = ParseDocument(body, ErrorCode::kInvalidRequest);
+        if (!doc.ok()) return doc.error();
+        const json::object& o = doc->get_object();
+        Reader r(ErrorCode::kInvalidRequest);
+        PatchStreamRequest req;
+        req.expected_layout_revision =
+            r.Int(o, "expectedLayoutRevision", "", 1, kInt64Max, true).value_or(0);
+        req.routing_lease_ms = r.Int(o, "routingLeaseMs", "", 1, kMaxConfigMs, false);
+        req.routing_refresh_ms = r.Int(o, "routingRefreshMs", "", 1, kMaxConfigMs, false);
+        if (!r.ok()) return r.error();
+        if (!req.routing_lease_ms && !req.routing_refresh_ms) {
+          return Error{ErrorCode::kInvalidRequest,
+                       "patch changes nothing: give routingLeaseMs and/or routingRefreshMs"};
+        }
+        return req;
+      });
+}
+
+std::string SerializePatchStreamRequest(const PatchStreamRequest& req) {
+  json::object o{{"expectedLayoutRevision", req.expected_layout_revision}};
+  if (req.routing_lease_ms) o["routingLeaseMs"] = *req.routing_lease_ms;
+  if (req.routing_refresh_ms) o["routingRefreshMs"] = *req.routing_refresh_ms;
+  return Serialize(o);
+}
+
 std::string SerializeStreamView(const StreamView& view) {
   json::value v = LayoutToJson(view.layout);
   v.as_object()["revision"] = view.revision;

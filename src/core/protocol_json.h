@@ -114,6 +114,10 @@ Result<GroupView> ParseGroupView(std::string_view body);
 std::string SerializeGroupList(const std::vector<GroupKey>& groups);
 Result<ReshardRequest> ParseReshardRequest(std::string_view body);
 std::string SerializeReshardRequest(const ReshardRequest& req);
+// PATCH /v1/streams/{P} {expectedLayoutRevision, routingLeaseMs?, routingRefreshMs?}.
+// Unknown fields are ignored, as in every request body; one of the two values is required.
+Result<PatchStreamRequest> ParsePatchStreamRequest(std::string_view body);
+std::string SerializePatchStreamRequest(const PatchStreamRequest& req);
 // GET /v1/streams/{P}: the layout's fields (layout_codec.h) plus "revision".
 std::string SerializeStreamView(const StreamView& view);
 Result<StreamView> ParseStreamView(std::string_view body);

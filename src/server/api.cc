@@ -53,6 +53,24 @@ Result<std::optional<int64_t>> QueryInt(const std::map<std::string, std::string>
   return std::optional<int64_t>(v);
 }
 
+struct RoutingQuery {
+  int64_t observed_version = 0;
+  std::string lineage;
+};
+
+// ?observedVersion=N&lineage=L of both routing routes (docs/protocol.md 5).
+Result<RoutingQuery> ParseRoutingQuery(std::string_view query) {
+  RSC_ASSIGN_OR_RETURN(auto q, ParseQuery(query));
+  RSC_ASSIGN_OR_RETURN(std::optional<int64_t> version, QueryInt(q, "observedVersion"));
+  RoutingQuery out;
+  out.observed_version = version.value_or(0);
+  if (auto it = q.find("lineage"); it != q.end()) out.lineage = it->second;
+  if (out.lineage.size() > kMaxLineageLength) {
+    return MakeError(ErrorCode::kInvalidRequest, "query parameter lineage: at most 64 bytes");
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Api::Outcome {
@@ -165,18 +183,13 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       }
       return Heartbeat(m.key, leave->heartbeat);
     }
-    case Route::kRouting: {
-      auto q = ParseQuery(m.query);
+    case Route::kRouting:
+    case Route::kStreamRouting: {
+      auto q = ParseRoutingQuery(m.query);
       if (!q.ok()) return Outcome::Fail(q.error());
-      auto version = QueryInt(*q, "observedVersion");
-      if (!version.ok()) return Outcome::Fail(version.error());
-      std::string lineage;
-      if (auto it = q->find("lineage"); it != q->end()) lineage = it->second;
-      if (lineage.size() > kMaxLineageLength) {
-        return Outcome::Fail(
-            MakeError(ErrorCode::kInvalidRequest, "query parameter lineage: at most 64 bytes"));
-      }
-      auto r = api_.Routing(m.key, version->value_or(0), lineage);
+      auto r = m.route == Route::kRouting
+                   ? api_.Routing(m.key, q->observed_version, q->lineage)
+                   : api_.StreamRouting(m.key.stream, q->observed_version, q->lineage);
       if (!r.ok()) return Outcome::Fail(r.error());
       return Outcome::Ok(200, SerializeRoutingResponse(*r));
     }
@@ -246,6 +259,15 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
     }
     case Route::kDescribeStream: {
       auto v = api_.DescribeStream(m.key.stream);
+      if (!v.ok()) return Outcome::Fail(v.error());
+      return Outcome::Ok(200, SerializeStreamView(*v));
+    }
+    case Route::kPatchStream: {
+      auto body = ParsePatchStreamRequest(req.body);
+      if (!body.ok()) return Outcome::Fail(body.error());
+      RevisionChange change;
+      auto v = api_.PatchStream(m.key.stream, *body, &change);
+      Audit(*actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeStreamView(*v));
     }

@@ -64,6 +64,18 @@ class CoordinatorApi {
   virtual Result<StreamView> DescribeStream(const std::string& stream) {
     return MakeError(ErrorCode::kStreamNotFound, "stream '" + stream + "' not found");
   }
+  // GET /v1/streams/{P}/routing (SPEC D4). The default answers 404 (test doubles).
+  virtual Result<RoutingResponse> StreamRouting(const std::string& stream,
+                                                int64_t /*observed_version*/,
+                                                const std::string& /*lineage*/) {
+    return MakeError(ErrorCode::kStreamNotFound, "stream '" + stream + "' not found");
+  }
+  // PATCH /v1/streams/{P} (SPEC D4). The default answers 404 (test doubles).
+  virtual Result<StreamView> PatchStream(const std::string& stream,
+                                         const PatchStreamRequest& /*req*/,
+                                         RevisionChange* /*change*/) {
+    return MakeError(ErrorCode::kStreamNotFound, "stream '" + stream + "' not found");
+  }
   // POST /v1/streams/{P}/reshard (SPEC RS1). The default refuses (test doubles).
   virtual Result<StreamView> Reshard(const std::string& stream, int64_t /*expected_revision*/,
                                      int32_t /*shard_count*/, RevisionChange* /*change*/) {

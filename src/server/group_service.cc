@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "core/codec.h"
+#include "core/stream_decide.h"
 
 namespace rsc {
 
@@ -589,6 +590,54 @@ Result<StreamView> GroupService::DescribeStream(const std::string& stream) {
                      fmt::format("stream '{}' has no layout and no groups", stream));
   }
   return StreamView{stored->revision.value(), std::move(stored->layout)};
+}
+
+Result<RoutingResponse> GroupService::StreamRouting(const std::string& stream,
+                                                    int64_t observed_version,
+                                                    const std::string& lineage) {
+  // No group mutex and no group write (I3). Only a v1 stream's first layout read writes:
+  // its generation 0, once, as any layout read does (LayoutService::Load).
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, layouts_.Load(stream));
+  if (!stored) {
+    return MakeError(ErrorCode::kStreamNotFound,
+                     fmt::format("stream '{}' has no layout and no groups", stream));
+  }
+  Decision<RoutingResponse> d = DecideStreamRouting(*stored, observed_version, lineage);
+  observer_.OnEvents(GroupKey{stream, ""}, d.events);
+  return std::move(d.response);
+}
+
+Result<StreamView> GroupService::PatchStream(const std::string& stream,
+                                             const PatchStreamRequest& req,
+                                             RevisionChange* change) {
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, layouts_.Load(stream));
+  if (!stored) {
+    return MakeError(ErrorCode::kStreamNotFound,
+                     fmt::format("stream '{}' has no layout and no groups", stream));
+  }
+  if (stored->revision.value() != req.expected_layout_revision) {
+    return MakeError(ErrorCode::kRevisionConflict,
+                     fmt::format("expectedLayoutRevision {} but the layout is at revision {}",
+                                 req.expected_layout_revision, stored->revision.value()));
+  }
+  RSC_ASSIGN_OR_RETURN(std::optional<Layout> next,
+                       DecidePatchStream(stored->layout, req, tokens_.NewToken()));
+  int64_t after = stored->revision.value();
+  if (next) {
+    auto cas = store_.CompareAndSetLayout(stream, stored->revision, *next, clock_.NowMs());
+    if (!cas.ok()) return cas.error();
+    if (!cas->applied) {
+      return MakeError(ErrorCode::kRevisionConflict,
+                       fmt::format("the layout moved to revision {} meanwhile; re-read it",
+                                   cas->revision.value()));
+    }
+    after = cas->revision.value();
+  }
+  // Checked against expectedLayoutRevision; before == after when nothing changed.
+  if (change) {
+    *change = RevisionChange{true, req.expected_layout_revision, after, GroupKey{stream, ""}};
+  }
+  return DescribeStream(stream);
 }
 
 Status GroupService::CheckClientsSupportLayouts(const Layout& l) {

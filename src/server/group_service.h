@@ -117,6 +117,10 @@ class GroupService : public CoordinatorApi {
   Result<std::string> ExportGroup(const GroupKey& key) override;
   Result<GroupView> RestoreGroup(std::string_view export_json, RevisionChange* change) override;
   Result<StreamView> DescribeStream(const std::string& stream) override;
+  Result<RoutingResponse> StreamRouting(const std::string& stream, int64_t observed_version,
+                                        const std::string& lineage) override;
+  Result<StreamView> PatchStream(const std::string& stream, const PatchStreamRequest& req,
+                                 RevisionChange* change) override;
   Result<StreamView> Reshard(const std::string& stream, int64_t expected_revision,
                              int32_t shard_count, RevisionChange* change) override;
   Status Ready() override;

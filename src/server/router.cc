@@ -100,6 +100,10 @@ std::string_view RouteName(Route r) {
       return "restore_group";
     case Route::kDescribeStream:
       return "describe_stream";
+    case Route::kPatchStream:
+      return "patch_stream";
+    case Route::kStreamRouting:
+      return "stream_routing";
     case Route::kReshard:
       return "reshard";
     case Route::kHealthz:
@@ -129,6 +133,7 @@ Access RequiredAccess(Route r) {
     case Route::kHeartbeat:
     case Route::kLeave:
     case Route::kRouting:
+    case Route::kStreamRouting:
       return Access::kMember;
     case Route::kCreateGroup:
     case Route::kPatchGroup:
@@ -136,6 +141,7 @@ Access RequiredAccess(Route r) {
     case Route::kFenceMember:
     case Route::kExportGroup:
     case Route::kRestoreGroup:
+    case Route::kPatchStream:
     case Route::kReshard:
       return Access::kAdmin;
   }
@@ -168,6 +174,8 @@ bool IsGatedRoute(Route r) {
     case Route::kDeleteGroup:
     case Route::kFenceMember:
     case Route::kRestoreGroup:
+    case Route::kPatchStream:
+    case Route::kStreamRouting:
     case Route::kReshard:
       return true;
     default:
@@ -249,10 +257,14 @@ Result<RouteMatch> MatchRoute(std::string_view method, std::string_view target,
     if (seg[0] == "metrics") return Allow(method, path, {{"GET", R::kMetrics}}, allow, match);
     return NotFound(path);
   }
-  if ((n == 3 || (n == 4 && seg[3] == "reshard")) && seg[0] == "v1" && seg[1] == "streams") {
+  if ((n == 3 || (n == 4 && (seg[3] == "reshard" || seg[3] == "routing"))) && seg[0] == "v1" &&
+      seg[1] == "streams") {
     match.key.stream = seg[2];
-    Result<RouteMatch> r = n == 3 ? Allow(method, path, {{"GET", R::kDescribeStream}}, allow, match)
-                                  : Allow(method, path, {{"POST", R::kReshard}}, allow, match);
+    Result<RouteMatch> r =
+        n == 3 ? Allow(method, path, {{"GET", R::kDescribeStream}, {"PATCH", R::kPatchStream}},
+                       allow, match)
+        : seg[3] == "reshard" ? Allow(method, path, {{"POST", R::kReshard}}, allow, match)
+                              : Allow(method, path, {{"GET", R::kStreamRouting}}, allow, match);
     if (r.ok() && !IsValidStreamName(seg[2])) {
       return MakeError(ErrorCode::kInvalidRequest,
                        "invalid stream name: must match [A-Za-z0-9._:-]{1,200}");

@@ -15,6 +15,9 @@
 //   POST   /v1/groups/{P}/{G}/members/{id}/fence     Route::kFenceMember
 //   GET    /v1/groups/{P}/{G}/export                 Route::kExportGroup
 //   GET    /v1/streams/{P}                           Route::kDescribeStream
+//   PATCH  /v1/streams/{P}                           Route::kPatchStream
+//   GET    /v1/streams/{P}/routing?observedVersion=N&lineage=L
+//                                                    Route::kStreamRouting
 //   POST   /v1/streams/{P}/reshard                   Route::kReshard
 //   GET    /healthz, /readyz, /metrics
 //   GET    /ui, /ui/, /ui/<file>                     Route::kUi   (the web console, public;
@@ -51,6 +54,8 @@ enum class Route {
   kExportGroup,
   kRestoreGroup,
   kDescribeStream,
+  kPatchStream,
+  kStreamRouting,
   kReshard,
   kHealthz,
   kReadyz,

@@ -5,7 +5,8 @@
 // - the first of two coordinator endpoints is dead: refreshes move on to the next (C6);
 // - the version store records the observed version;
 // - a coordinator killed past the routing lease makes publishes fail closed (PR5,
-//   SPEC §10.1 scenario 10) with an error naming the lease end and the refresh error.
+//   SPEC §10.1 scenario 10) with an error naming the lease end and the refresh error;
+// - without a group it routes by the stream (D4) and outlives the group's deletion.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -185,6 +186,85 @@ TEST(ProducerIntegration, PublishesToRoutedShardsAndFailsClosedAfterCoordinatorD
   ProducerResult<std::string> closed = producer->Publish("k", {{"a", "b"}});
   ASSERT_FALSE(closed.ok());
   EXPECT_EQ(closed.error().code, ProducerErrorCode::kClosed);
+  std::filesystem::remove_all(dir);
+}
+
+// SPEC D4: a producer without a group routes by the stream. It follows the layout (its
+// version, not a group's; the routing lease PATCH /v1/streams/{P} sets), its observed
+// version is stored under kStreamRoutingGroup, and it keeps publishing when the group it
+// would have named is deleted — with a group's routing it would stop at its lease end.
+TEST(ProducerIntegration, AProducerWithoutAGroupRoutesByTheStream) {
+  RedisProcess redis;
+  std::unique_ptr<CoordinatorProcess> coordinator;
+  json::object config = rsc::testing::FastLeases();
+  config["routingLeaseMs"] = kRoutingLeaseMs;
+  config["routingRefreshMs"] = kRoutingRefreshMs;
+  ASSERT_TRUE(
+      rsc::testing::StartLiveGroup(redis, coordinator, "orders", "billing", kShards, config));
+  HttpClient http(coordinator->Port());
+
+  char tmpl[] = "/tmp/rsc-producer-stream-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto store = std::make_shared<FileVersionStore>(dir + "/versions");
+  ProducerOptions options;
+  options.coordinator_endpoints = {"127.0.0.1:" + std::to_string(coordinator->Port())};
+  options.stream = "orders";  // no group
+  options.redis_url = redis.Url();
+  options.version_store = store;
+  ProducerResult<std::unique_ptr<Producer>> created = Producer::Create(options);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  std::unique_ptr<Producer> producer = std::move(created).value();
+  ASSERT_TRUE(producer->WaitForRouting(10s)) << producer->Metrics().last_refresh_error;
+  EXPECT_EQ(producer->Metrics().shard_count, kShards);
+
+  auto layout = [&] { return http.Get("/v1/streams/orders").json; };
+  const json::value before = layout();
+  EXPECT_EQ(producer->Metrics().metadata_version, rsc::testing::JsonInt(before, "version"))
+      << "the layout's version, not the group's";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        ObservedVersion v;
+        std::string error;
+        return store->Load("orders", kStreamRoutingGroup, &v, &error) &&
+               v.metadata_version == rsc::testing::JsonInt(before, "version");
+      },
+      5s, "the version store keeps the layout version under kStreamRoutingGroup"));
+
+  // The stream's routing lease is the stream's: a PATCH reaches the producer (PR1).
+  HttpResult patched = http.Patch(
+      "/v1/streams/orders", json::value(json::object{{"expectedLayoutRevision",
+                                                      rsc::testing::JsonInt(before, "revision")},
+                                                     {"routingLeaseMs", 4000}}));
+  ASSERT_EQ(patched.status, 200) << patched.Describe();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return producer->Metrics().metadata_version ==
+               rsc::testing::JsonInt(patched.json, "version");
+      },
+      5s, "the producer to adopt the patched layout"));
+
+  // The group goes; the stream's routing stays, and so does the producer.
+  const int64_t group_rev =
+      rsc::testing::JsonInt(http.Get("/v1/groups/orders/billing").json, "revision");
+  ASSERT_EQ(
+      http.Delete("/v1/groups/orders/billing?expectedRevision=" + std::to_string(group_rev)).status,
+      200);
+  // Past a whole routing lease of the group (1.5 s): a group-routed producer fails here.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kRoutingLeaseMs * 2);
+  int published = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    const std::string key = "key-" + std::to_string(published % 7);
+    ProducerResult<std::string> id = producer->Publish(key, {{"key", key}});
+    ASSERT_TRUE(id.ok()) << ProducerErrorCodeName(id.error().code) << ": " << id.error().message;
+    ++published;
+    std::this_thread::sleep_for(20ms);  // pacing over the lease, not synchronisation
+  }
+  EXPECT_GT(producer->Metrics().refreshes_ok, 2) << "refreshes went on after the delete";
+  EXPECT_EQ(producer->Metrics().consecutive_refresh_failures, 0)
+      << producer->Metrics().last_refresh_error;
+  producer->Close();
   std::filesystem::remove_all(dir);
 }
 

@@ -2,8 +2,8 @@
 // a real redis-server and a real rsc-coordinator. Run inside scripts/netns.sh.
 //
 // Two Consumers and one Producer (keyed messages, per-key increasing seq, published
-// continuously from a thread) while the stream is resharded 4 → 8 → 2. Asserted, for the
-// library's side of the protocol ("layout-v2"):
+// continuously from a thread; routed by the stream, D4, or by the group) while the stream is
+// resharded 4 → 8 → 2. Asserted, for the library's side of the protocol ("layout-v2"):
 // - the consumers declare layout-v2, so the reshard is accepted (D5);
 // - the producer's callers see no failure across the seals: an XADD refused by a sealed
 //   shard is sent again on the new generation (RS2);
@@ -94,7 +94,8 @@ class Deliveries {
   int seals_ = 0;
 };
 
-class ReshardFlow : public ::testing::Test {
+// The parameter: the producer routes by the stream (SPEC D4, the default) or by the group.
+class ReshardFlow : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     ASSERT_TRUE(rsc::testing::StartLiveGroup(redis_, coordinator_, kStream, kGroup, 4,
@@ -147,7 +148,7 @@ class ReshardFlow : public ::testing::Test {
   std::unique_ptr<HttpClient> http_;
 };
 
-TEST_F(ReshardFlow, FourToEightToTwoUnderLoadLosesNothingAndKeepsKeyOrder) {
+TEST_P(ReshardFlow, FourToEightToTwoUnderLoadLosesNothingAndKeepsKeyOrder) {
   Deliveries got;
   std::unique_ptr<Consumer> a = MakeConsumer(&got);
   std::unique_ptr<Consumer> b = MakeConsumer(&got);
@@ -163,7 +164,7 @@ TEST_F(ReshardFlow, FourToEightToTwoUnderLoadLosesNothingAndKeepsKeyOrder) {
   ASSERT_TRUE(WaitFor([&] { return reading().size() == 4; }, 15s, "all 4 shards read")) << both();
 
   std::unique_ptr<Producer> producer =
-      rsc::testing::MakeLiveProducer(*coordinator_, redis_, kStream, kGroup);
+      rsc::testing::MakeLiveProducer(*coordinator_, redis_, kStream, GetParam() ? "" : kGroup);
   ASSERT_NE(producer, nullptr);
   PublishLoop loop(producer.get(), kKeys);
   ASSERT_TRUE(WaitFor([&] { return loop.published() >= 1000 || !loop.fatal().empty(); }, 10s,
@@ -245,6 +246,11 @@ TEST_F(ReshardFlow, FourToEightToTwoUnderLoadLosesNothingAndKeepsKeyOrder) {
   b->Stop();
   producer->Close();
 }
+
+INSTANTIATE_TEST_SUITE_P(Routing, ReshardFlow, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "ByStream" : "ByGroup";
+                         });
 
 }  // namespace
 }  // namespace rsc

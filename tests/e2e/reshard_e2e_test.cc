@@ -1,7 +1,8 @@
 // End-to-end resharding with real processes (issue 12's acceptance test; SPEC §13.2 RS1–RS5,
 // RS4 above all): one redis-server, one rsc-coordinator, one stream with two groups
 // (`billing` created with 8 shards, `audit` adopting the stream's layout, D3), three
-// producer processes publishing keyed messages continuously (72 keys, so keys move between
+// producer processes (two on billing's routing, one on the stream's, D4) publishing keyed
+// messages continuously (72 keys, so keys move between
 // shards at every reshard), three consumer processes for billing and two for audit
 // (tests/e2e/worker.cc). While the load runs the stream is resharded 8 → 16 → 4 → 12 over
 // the admin API (POST /v1/streams/{P}/reshard), each time waiting for the new generation to
@@ -243,14 +244,23 @@ class ReshardEndToEnd : public ::testing::TestWithParam<bool> {
     return fleet_.Spawn(name, args);
   }
 
-  // Publishes until SIGTERM (the deadline is only a backstop).
+  // Publishes until SIGTERM (the deadline is only a backstop). Even producers route by the
+  // billing group's routing, odd ones by the stream's (SPEC D4).
   Worker* SpawnProducer(int i) {
     const int64_t backstop_us = rsc::testing::SteadyUs() + 300'000'000;
-    return fleet_.Spawn(
-        "p" + std::to_string(i),
-        {"produce", "--group", kBilling, "--until-us", std::to_string(backstop_us), "--keys",
-         std::to_string(kKeysPerProducer), "--key-prefix", "p" + std::to_string(i) + "-",
-         "--interval-us", std::to_string(kIntervalUs), "--give-up-ms", "20000"});
+    std::vector<std::string> args = {"produce",
+                                     "--until-us",
+                                     std::to_string(backstop_us),
+                                     "--keys",
+                                     std::to_string(kKeysPerProducer),
+                                     "--key-prefix",
+                                     "p" + std::to_string(i) + "-",
+                                     "--interval-us",
+                                     std::to_string(kIntervalUs),
+                                     "--give-up-ms",
+                                     "20000"};
+    if (i % 2 == 0) args.insert(args.end(), {"--group", kBilling});
+    return fleet_.Spawn("p" + std::to_string(i), args);
   }
 
   LiveLogs& Logs() {

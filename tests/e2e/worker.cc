@@ -362,7 +362,8 @@ int main(int argc, char** argv) {
         ->required();
     sub->add_option("--redis", c.redis, "redis://host:port")->required();
     sub->add_option("--stream", c.stream, "stream prefix P")->required();
-    sub->add_option("--group", c.group, "group G")->required();
+    sub->add_option("--group", c.group,
+                    "group G (a producer without one routes by the stream, SPEC D4)");
     sub->add_option("--log", c.log, "JSONL event log (appended)")->required();
     sub->add_option("--proc", c.proc, "process name in the history")->required();
   };
@@ -384,7 +385,13 @@ int main(int argc, char** argv) {
   produce->add_option("--interval-us", p.interval_us, "pace: one message per interval");
   produce->add_option("--give-up-ms", p.give_up_ms, "exit 1 after this long without progress");
   CLI11_PARSE(app, argc, argv);
-  if (consume->parsed()) return Consume(c, instance, handler_delay_us);
+  if (consume->parsed()) {
+    if (c.group.empty()) {
+      std::fprintf(stderr, "consume: --group is required\n");
+      return 2;
+    }
+    return Consume(c, instance, handler_delay_us);
+  }
   if (p.messages == 0 && p.until_us == 0) {
     std::fprintf(stderr, "produce: give --messages or --until-us\n");
     return 2;

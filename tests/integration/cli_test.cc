@@ -157,6 +157,22 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeStreamReshardConfigFenceExportDe
   r = Rsc({"stream", "nothing"});
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
   EXPECT_NE(r.err.find("STREAM_NOT_FOUND"), std::string::npos) << r.Describe();
+  // The stream's routing lease (PATCH /v1/streams/{P}, D4): changed, refused, bad usage.
+  r = Rsc({"stream", kP, "--routing-lease-ms", "60000", "--routing-refresh-ms", "6000"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("updated the routing of stream orders"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.out.find("routingLeaseMs=60000 routingRefreshMs=6000"), std::string::npos)
+      << r.Describe();
+  r = Rsc({"stream", kP, "--routing-refresh-ms", "60000"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("routingRefreshMs (60000) must be below"), std::string::npos)
+      << r.Describe();
+  r = Rsc({"stream", kP, "--routing-lease-ms", "70000", "--expected-revision", "999"});
+  EXPECT_EQ(r.exit_code, 4) << r.Describe();
+  EXPECT_NE(r.err.find("REVISION_CONFLICT"), std::string::npos) << r.Describe();
+  EXPECT_EQ(Rsc({"stream", kP, "--expected-revision", "1"}).exit_code, 2)
+      << "--expected-revision alone changes nothing: usage error";
+  EXPECT_EQ(JsonInt(ParseJson(Rsc({"--json", "stream", kP}).out), "routingLeaseMs"), 60000);
 
   // reshard is per stream (SPEC RS1). A live member without `layout-v2` (a-1 so far) holds
   // it back (D5); the old group form is a usage error.
@@ -300,6 +316,7 @@ TEST_F(CliTest, MonitorTokenReadsMemberTokenProducesAndConsumes) {
                                              {"config", kP, kG, "--heartbeat-interval-ms", "900"},
                                              {"delete", kP, kG, "--yes"},
                                              {"reshard", kP, "--shards", "3", "--no-wait"},
+                                             {"stream", kP, "--routing-lease-ms", "40000"},
                                              {"export", kP, kG}}) {
     r = RunRsc(change, monitor_env);
     EXPECT_EQ(r.exit_code, 1) << change[0] << ": " << r.Describe();
@@ -398,11 +415,27 @@ TEST_F(CliTest, ProduceSpreadsMessagesOverTheShardStreams) {
   EXPECT_EQ(total, 10);
   EXPECT_GE(non_empty, 2) << "keys 0..9 should not all hash to one shard";
 
+  // Without a group: routed by the stream (D4), to the same shards.
+  r = Rsc({"--json", "produce", kP, "--redis", redis_.Url(), "--value", "again", "--count", "6"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(JsonInt(ParseJson(r.out), "published"), 6) << r.Describe();
+  EXPECT_FALSE(ParseJson(r.out).as_object().contains("group")) << r.Describe();
+  r = Rsc({"produce", kP, "--redis", redis_.Url(), "--value", "again"});
+  EXPECT_NE(r.out.find("published 1 of 1 messages to orders\n"), std::string::npos) << r.Describe();
+  int64_t after = 0;
+  for (const json::value& shard : view.at("shards").as_array()) {
+    after += cli->Run({"XLEN", JsonStr(shard, "stream")}).integer;
+  }
+  EXPECT_EQ(after, 17);
+
   // A group that does not exist: the coordinator answered, so exit 1.
   r = Rsc(
       {"--timeout-ms", "1500", "produce", kP, "missing", "--redis", redis_.Url(), "--value", "x"});
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
   EXPECT_NE(r.err.find("GROUP_NOT_FOUND"), std::string::npos) << r.Describe();
+  r = Rsc({"--timeout-ms", "1500", "produce", "nostream", "--redis", redis_.Url(), "--value", "x"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("STREAM_NOT_FOUND"), std::string::npos) << r.Describe();
 }
 
 TEST_F(CliTest, ConsumeReceivesWhatProduceSentAndLeavesCleanly) {

@@ -108,6 +108,12 @@ TEST_F(LayoutTest, AV1StreamGetsItsLayoutFromItsGroups) {
       JsonInt(http_->Get(GroupPath(kP, "billing")).json, "metadataVersion");
   ASSERT_GT(group_version, 1);
   ASSERT_EQ(cli_->Run({"DEL", LayoutKey(kP)}).integer, 1);
+  // A producer routing by the stream finds it too: its first read derives generation 0.
+  HttpResult routing = http_->Get(StreamPath(kP) + "/routing");
+  ASSERT_EQ(routing.status, 200) << routing.Describe();
+  EXPECT_EQ(JsonInt(routing.json, "shardCount"), 3) << routing.body;
+  EXPECT_GT(JsonInt(routing.json, "metadataVersion"), group_version) << routing.body;
+  EXPECT_EQ(Exists(*cli_, LayoutKey(kP)), 1);
 
   json::object adopt{{"stream", kP}, {"group", "audit"}};
   HttpResult created = http_->Post("/v1/groups", json::value(adopt));
@@ -118,6 +124,99 @@ TEST_F(LayoutTest, AV1StreamGetsItsLayoutFromItsGroups) {
   EXPECT_EQ(ActiveShards(v), 3u);
   EXPECT_GT(JsonInt(v, "version"), group_version) << JsonString(v);
   EXPECT_EQ(HGet(*cli_, LayoutKey(kP), "schemaVersion"), "1");
+}
+
+// D4: producers route by the stream: the layout's ACTIVE shards, version and lineage, its
+// generation and revision, and the routing lease taken from the first group's config.
+TEST_F(LayoutTest, StreamRoutingAnswersFromTheLayout) {
+  json::object create = CreateBody(kP, "billing", 4);
+  create["config"] = json::object{{"routingLeaseMs", 20000}, {"routingRefreshMs", 2000}};
+  HttpResult created = http_->Post("/v1/groups", json::value(create));
+  ASSERT_EQ(created.status, 201) << created.Describe();
+  const json::value view = Stream();
+  HttpResult r = http_->Get(StreamPath(kP) + "/routing");
+  ASSERT_EQ(r.status, 200) << r.Describe();
+  EXPECT_EQ(JsonInt(r.json, "metadataVersion"), JsonInt(view, "version")) << r.body;
+  EXPECT_EQ(r.json.at("lineage"), view.at("lineage")) << r.body;
+  EXPECT_EQ(JsonInt(r.json, "layoutRevision"), JsonInt(view, "revision")) << r.body;
+  EXPECT_EQ(JsonInt(r.json, "generation"), 0);
+  EXPECT_EQ(JsonInt(r.json, "routingLeaseMs"), 20000);
+  EXPECT_EQ(JsonInt(r.json, "refreshIntervalMs"), 2000);
+  EXPECT_FALSE(r.json.at("sync").as_bool());
+  HttpResult group = http_->Get(RoutingPath(kP, "billing"));
+  ASSERT_EQ(group.status, 200) << group.Describe();
+  EXPECT_EQ(r.json.at("shards"), group.json.at("shards")) << "the same shards and keys";
+  EXPECT_EQ(JsonInt(r.json, "shardCount"), 4);
+
+  // A producer that saw a newer layout (a rollback lost it) is told the stored one, with sync.
+  const int64_t version = JsonInt(view, "version");
+  HttpResult ahead =
+      http_->Get(StreamPath(kP) + "/routing?observedVersion=" + std::to_string(version + 5));
+  ASSERT_EQ(ahead.status, 200) << ahead.Describe();
+  EXPECT_TRUE(ahead.json.at("sync").as_bool()) << ahead.body;
+  EXPECT_EQ(JsonInt(ahead.json, "metadataVersion"), version);
+  EXPECT_EQ(JsonInt(Stream(), "revision"), JsonInt(view, "revision")) << "routing wrote";
+
+  HttpResult none = http_->Get(StreamPath("nothing") + "/routing");
+  EXPECT_EQ(none.ErrorCode(), "STREAM_NOT_FOUND") << none.Describe();
+  HttpResult bad = http_->Get(StreamPath(kP) + "/routing?observedVersion=-1");
+  EXPECT_EQ(bad.status, 400) << bad.Describe();
+  HttpResult long_lineage = http_->Get(StreamPath(kP) + "/routing?lineage=" + std::string(65, 'a'));
+  EXPECT_EQ(long_lineage.status, 400) << long_lineage.Describe();
+}
+
+// D4: PATCH /v1/streams/{P} changes the routing lease and refresh the stream's routing
+// carries, revision-checked; bad input changes nothing.
+TEST_F(LayoutTest, PatchStreamChangesTheStreamsRoutingLease) {
+  ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 2));
+  const json::value before = Stream();
+  const int64_t rev = JsonInt(before, "revision");
+  auto patch = [&](json::object body) { return http_->Patch(StreamPath(kP), json::value(body)); };
+
+  struct Refused {
+    json::object body;
+    int status;
+    const char* code;
+  };
+  for (const Refused& c : std::vector<Refused>{
+           {{{"expectedLayoutRevision", rev + 1}, {"routingLeaseMs", 60000}},
+            409,
+            "REVISION_CONFLICT"},
+           {{{"expectedLayoutRevision", rev}, {"routingRefreshMs", 30000}},
+            400,
+            "INVALID_REQUEST"},  // not below the lease (30000)
+           {{{"expectedLayoutRevision", rev}, {"routingLeaseMs", 5}}, 400, "INVALID_REQUEST"},
+           {{{"expectedLayoutRevision", rev}}, 400, "INVALID_REQUEST"},
+           {{{"routingLeaseMs", 60000}}, 400, "INVALID_REQUEST"},
+       }) {
+    HttpResult r = patch(c.body);
+    EXPECT_EQ(r.status, c.status) << json::serialize(c.body) << ": " << r.Describe();
+    EXPECT_EQ(r.ErrorCode(), c.code) << r.Describe();
+  }
+  HttpResult missing = http_->Patch(
+      StreamPath("nothing"),
+      json::value(json::object{{"expectedLayoutRevision", 1}, {"routingLeaseMs", 60000}}));
+  EXPECT_EQ(missing.ErrorCode(), "STREAM_NOT_FOUND") << missing.Describe();
+  EXPECT_EQ(Stream(), before) << "a refused patch changed the layout";
+
+  HttpResult ok = patch(
+      {{"expectedLayoutRevision", rev}, {"routingLeaseMs", 60000}, {"routingRefreshMs", 7000}});
+  ASSERT_EQ(ok.status, 200) << ok.Describe();
+  EXPECT_EQ(JsonInt(ok.json, "routingLeaseMs"), 60000) << ok.body;
+  EXPECT_EQ(JsonInt(ok.json, "routingRefreshMs"), 7000) << ok.body;
+  EXPECT_EQ(JsonInt(ok.json, "revision"), rev + 1);
+  EXPECT_EQ(JsonInt(ok.json, "version"), JsonInt(before, "version") + 1);
+  EXPECT_EQ(ok.json.at("generations"), before.at("generations"));
+  HttpResult r = http_->Get(StreamPath(kP) + "/routing");
+  EXPECT_EQ(JsonInt(r.json, "routingLeaseMs"), 60000) << r.body;
+  EXPECT_EQ(JsonInt(r.json, "refreshIntervalMs"), 7000) << r.body;
+  // The same values again: answered, nothing written.
+  HttpResult same = patch({{"expectedLayoutRevision", rev + 1}, {"routingLeaseMs", 60000}});
+  ASSERT_EQ(same.status, 200) << same.Describe();
+  EXPECT_EQ(JsonInt(same.json, "revision"), rev + 1);
+  // The group's own routing keeps the group's config (docs/protocol.md deviation 28).
+  HttpResult group = http_->Get(RoutingPath(kP, "billing"));
+  EXPECT_EQ(JsonInt(group.json, "routingLeaseMs"), 30000) << group.body;
 }
 
 // §7 for the layout: corrupt or of an unknown schema, it fails closed and is not overwritten;
@@ -132,6 +231,12 @@ TEST_F(LayoutTest, ACorruptLayoutFailsClosedAndIsNotOverwritten) {
     HttpResult view = http_->Get(StreamPath(kP));
     EXPECT_EQ(view.status, 503) << view.Describe();
     EXPECT_EQ(view.ErrorCode(), "METADATA_UNREADABLE") << view.Describe();
+    HttpResult routing = http_->Get(StreamPath(kP) + "/routing");  // producers fail closed
+    EXPECT_EQ(routing.ErrorCode(), "METADATA_UNREADABLE") << routing.Describe();
+    HttpResult patched = http_->Patch(
+        StreamPath(kP),
+        json::value(json::object{{"expectedLayoutRevision", 1}, {"routingLeaseMs", 60000}}));
+    EXPECT_EQ(patched.ErrorCode(), "METADATA_UNREADABLE") << patched.Describe();
     HttpResult create =
         http_->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "audit"}}));
     EXPECT_EQ(create.ErrorCode(), "METADATA_UNREADABLE") << create.Describe();

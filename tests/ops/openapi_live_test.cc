@@ -206,6 +206,27 @@ TEST_F(OpenApiLiveTest, EveryAnswerOfARealScenarioMatchesTheSpec) {
   const std::string stream = "/v1/streams/" + std::string(kP);
   EXPECT_EQ(Get(stream).status, 200);
   EXPECT_EQ(Get("/v1/streams/nothing").ErrorCode(), "STREAM_NOT_FOUND");
+  // The stream's routing and its routing lease (D4).
+  EXPECT_EQ(Get(stream + "/routing?observedVersion=0").status, 200);
+  EXPECT_EQ(Get(stream + "/routing?observedVersion=x").status, 400);
+  EXPECT_EQ(Get("/v1/streams/nothing/routing").ErrorCode(), "STREAM_NOT_FOUND");
+  auto patch_stream = [&](const json::object& body, Body intent = Body::kValid) {
+    return Call("PATCH", stream, json::serialize(body), intent);
+  };
+  EXPECT_EQ(patch_stream({{"expectedLayoutRevision", Revision(stream)}, {"routingLeaseMs", 40000}})
+                .status,
+            200);
+  EXPECT_EQ(
+      patch_stream({{"expectedLayoutRevision", Revision(stream) + 3}, {"routingLeaseMs", 50000}})
+          .ErrorCode(),
+      "REVISION_CONFLICT");
+  EXPECT_EQ(patch_stream({{"expectedLayoutRevision", Revision(stream)}}, Body::kInvalid).status,
+            400);
+  EXPECT_EQ(
+      Call("PATCH", "/v1/streams/nothing",
+           json::serialize(json::object{{"expectedLayoutRevision", 1}, {"routingLeaseMs", 40000}}))
+          .ErrorCode(),
+      "STREAM_NOT_FOUND");
   Consumer legacy("legacy");  // no "layout-v2": holds every reshard back (D5)
   ASSERT_EQ(Beat(legacy, "audit").status, 200);
   auto reshard = [&](int64_t revision, int shards) {

@@ -74,12 +74,12 @@ struct RouteCase {
 // Every route of router.h.
 const std::vector<RouteCase>& AllRoutes() {
   static const std::vector<RouteCase> routes = {
-      {Route::kHeartbeat, 'M'},   {Route::kLeave, 'M'},        {Route::kRouting, 'M'},
-      {Route::kCreateGroup, 'A'}, {Route::kListGroups, 'R'},   {Route::kDescribeGroup, 'R'},
-      {Route::kPatchGroup, 'A'},  {Route::kDeleteGroup, 'A'},  {Route::kFenceMember, 'A'},
-      {Route::kExportGroup, 'A'}, {Route::kRestoreGroup, 'A'}, {Route::kDescribeStream, 'R'},
-      {Route::kReshard, 'A'},     {Route::kHealthz, 'P'},      {Route::kReadyz, 'P'},
-      {Route::kMetrics, 'X'},
+      {Route::kHeartbeat, 'M'},   {Route::kLeave, 'M'},         {Route::kRouting, 'M'},
+      {Route::kCreateGroup, 'A'}, {Route::kListGroups, 'R'},    {Route::kDescribeGroup, 'R'},
+      {Route::kPatchGroup, 'A'},  {Route::kDeleteGroup, 'A'},   {Route::kFenceMember, 'A'},
+      {Route::kExportGroup, 'A'}, {Route::kRestoreGroup, 'A'},  {Route::kDescribeStream, 'R'},
+      {Route::kPatchStream, 'A'}, {Route::kStreamRouting, 'M'}, {Route::kReshard, 'A'},
+      {Route::kHealthz, 'P'},     {Route::kReadyz, 'P'},        {Route::kMetrics, 'X'},
   };
   return routes;
 }

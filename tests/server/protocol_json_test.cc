@@ -398,6 +398,47 @@ TEST(ParsePatchGroupBody, Errors) {
   }
 }
 
+TEST(ParsePatchStreamRequest, FormsAndRoundTrip) {
+  auto a = ParsePatchStreamRequest(R"({"expectedLayoutRevision":4,"routingLeaseMs":60000})");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->expected_layout_revision, 4);
+  EXPECT_EQ(a->routing_lease_ms, 60000);
+  EXPECT_FALSE(a->routing_refresh_ms.has_value());
+  auto b = ParsePatchStreamRequest(
+      R"({"expectedLayoutRevision":4,"routingRefreshMs":900,"routingLeaseMs":null,"x":1})");
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->routing_refresh_ms, 900);
+  EXPECT_FALSE(b->routing_lease_ms.has_value()) << "null counts as absent";
+  for (const PatchStreamRequest& r : {*a, *b}) {
+    auto back = ParsePatchStreamRequest(SerializePatchStreamRequest(r));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, r);
+  }
+}
+
+TEST(ParsePatchStreamRequest, Errors) {
+  struct Case {
+    std::string body, msg;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"routingLeaseMs":60000})", "expectedLayoutRevision: is required"},
+           {R"({"expectedLayoutRevision":0,"routingLeaseMs":60000})",
+            "expectedLayoutRevision: must be >= 1"},
+           {R"({"expectedLayoutRevision":2})", "patch changes nothing"},
+           {R"({"expectedLayoutRevision":2,"routingLeaseMs":"60000"})",
+            "routingLeaseMs: must be an integer"},
+           {R"({"expectedLayoutRevision":2,"routingRefreshMs":-5})", "routingRefreshMs: must be"},
+           {R"([1,2])", "must be a JSON object"},
+           {"", "body is empty"},
+       }) {
+    auto r = ParsePatchStreamRequest(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidRequest);
+    EXPECT_NE(r.error().message.find(c.msg), std::string::npos)
+        << c.body << ": " << r.error().message;
+  }
+}
+
 TEST(ResolvePatch, MergesOntoCurrentAndValidates) {
   GroupConfig current;
   current.member_lease_ms = 30000;
@@ -683,6 +724,7 @@ TEST(ProtocolJson, NeverCrashesOnJunk) {
     (void)ParseLeaveRequest(j);
     (void)ParseCreateGroupRequest(j);
     (void)ParsePatchGroupBody(j);
+    (void)ParsePatchStreamRequest(j);
     (void)ParseHeartbeatResponse(j);
     (void)ParseRoutingResponse(j);
     (void)ParseGroupView(j);

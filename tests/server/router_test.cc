@@ -37,6 +37,10 @@ TEST(MatchRoute, EveryEndpoint) {
       {"GET", "/v1/groups/orders/billing/export", Route::kExportGroup, "orders", "billing", ""},
       {"POST", "/v1/groups/restore", Route::kRestoreGroup, "", "", ""},
       {"GET", "/v1/streams/orders:eu", Route::kDescribeStream, "orders:eu", "", ""},
+      {"PATCH", "/v1/streams/orders:eu", Route::kPatchStream, "orders:eu", "", ""},
+      {"GET", "/v1/streams/orders/routing?observedVersion=3&lineage=x", Route::kStreamRouting,
+       "orders", "", ""},
+      {"POST", "/v1/streams/orders/reshard", Route::kReshard, "orders", "", ""},
       {"GET", "/healthz", Route::kHealthz, "", "", ""},
       {"GET", "/readyz", Route::kReadyz, "", "", ""},
       {"GET", "/metrics", Route::kMetrics, "", "", ""},
@@ -88,7 +92,7 @@ TEST(MatchRoute, UnknownPathsAre404) {
        {"/", "", "/v1", "/v2/groups", "/v1/groups/", "/v1/groups/a", "/v1/groups/a/b/c",
         "/v1/groups/a/b/heartbeat/x", "/v1/groups/a/b/members/m",
         "/v1/groups/a/b/members/m/unfence", "/healthz/x", "/HEALTHZ", "relative/path",
-        "/v1/streams", "/v1/streams/a/b"}) {
+        "/v1/streams", "/v1/streams/a/b", "/v1/streams/a/routing/x"}) {
     auto m = MatchRoute("GET", t);
     ASSERT_FALSE(m.ok()) << t;
     EXPECT_EQ(m.error().code, ErrorCode::kNotFound) << t;
@@ -107,7 +111,9 @@ TEST(MatchRoute, WrongMethodIs405WithAllow) {
            {"POST", "/v1/groups/a/b/routing", "GET"},
            {"GET", "/v1/groups/restore", "POST"},
            {"GET", "/v1/groups/a/b/members/m/fence", "POST"},
-           {"DELETE", "/v1/streams/a", "GET"},
+           {"DELETE", "/v1/streams/a", "GET, PATCH"},
+           {"POST", "/v1/streams/a/routing", "GET"},
+           {"GET", "/v1/streams/a/reshard", "POST"},
            {"POST", "/ui/", "GET"},
            {"HEAD", "/ui/app.js", "GET"},
        }) {
@@ -142,6 +148,8 @@ TEST(MatchRoute, BadNamesAre400NamingWhich) {
            {"POST", "/v1/groups/s/g/members/%2E%2E/fence", "invalid member id"},
            {"GET", "/v1/streams/a%7Bb", "invalid stream name"},
            {"GET", "/v1/streams/%2E%2E", "invalid stream name"},
+           {"GET", "/v1/streams/a%7Bb/routing", "invalid stream name"},
+           {"PATCH", "/v1/streams/a%20b", "invalid stream name"},
            {"POST", "/v1/groups/s/g/heartbeat%", "malformed percent-encoding"},
            {"POST", "/v1/groups/s%G1/g/heartbeat", "malformed percent-encoding"},
        }) {
@@ -162,6 +170,7 @@ TEST(RouteProperties, AccessAndGate) {
       {Route::kPatchGroup, Access::kAdmin},   {Route::kDeleteGroup, Access::kAdmin},
       {Route::kFenceMember, Access::kAdmin},  {Route::kExportGroup, Access::kAdmin},
       {Route::kRestoreGroup, Access::kAdmin}, {Route::kDescribeStream, Access::kRead},
+      {Route::kPatchStream, Access::kAdmin},  {Route::kStreamRouting, Access::kMember},
       {Route::kReshard, Access::kAdmin},      {Route::kHealthz, Access::kPublic},
       {Route::kReadyz, Access::kPublic},      {Route::kMetrics, Access::kMetrics},
       {Route::kUi, Access::kPublic},  // SPEC O4: the console's files are public
@@ -173,7 +182,8 @@ TEST(RouteProperties, AccessAndGate) {
   }
   for (Route r :
        {Route::kHeartbeat, Route::kLeave, Route::kRouting, Route::kCreateGroup, Route::kPatchGroup,
-        Route::kDeleteGroup, Route::kFenceMember, Route::kRestoreGroup}) {
+        Route::kDeleteGroup, Route::kFenceMember, Route::kRestoreGroup, Route::kPatchStream,
+        Route::kStreamRouting, Route::kReshard}) {
     EXPECT_TRUE(IsGatedRoute(r)) << RouteName(r);
   }
   for (Route r : {Route::kListGroups, Route::kDescribeGroup, Route::kExportGroup, Route::kHealthz,
