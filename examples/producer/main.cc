@@ -1,6 +1,7 @@
-// Minimal producer: publishes N keyed messages to a group's shard streams.
-//   example_producer COORDINATOR REDIS_URL STREAM GROUP [COUNT]
-//   example_producer 127.0.0.1:7400 redis://127.0.0.1:6379 orders billing 100
+// Minimal producer: publishes N keyed messages to a stream's shards, routed by the stream
+// (GET /v1/streams/{P}/routing, SPEC D4): no group is needed to publish.
+//   example_producer COORDINATOR REDIS_URL STREAM [COUNT]
+//   example_producer 127.0.0.1:7400 redis://127.0.0.1:6379 orders 100
 
 #include <rsc/producer.h>
 
@@ -9,16 +10,15 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: %s COORDINATOR REDIS_URL STREAM GROUP [COUNT]\n", argv[0]);
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s COORDINATOR REDIS_URL STREAM [COUNT]\n", argv[0]);
     return 2;
   }
   rsc::ProducerOptions options;
   options.coordinator_endpoints = {argv[1]};
   options.redis_url = argv[2];
   options.stream = argv[3];
-  options.group = argv[4];
-  const int count = argc > 5 ? std::atoi(argv[5]) : 10;
+  const int count = argc > 4 ? std::atoi(argv[4]) : 10;
 
   auto producer = rsc::Producer::Create(options);
   if (!producer.ok()) {
