@@ -6,17 +6,18 @@
 #   bench/run.sh [--quick] [--build DIR] [--out FILE] [--kills N] [--scaleouts N]
 #                [--rss-connections N] [--rss-groups N] [--rss-members N]
 #                [--hb-seconds S] [--messages K] [--repeat R] [--growth-pairs N]
+#                [--reshard-backlogs LIST]
 #
 # --quick: smaller sizes everywhere (under 2 minutes instead of about 6): 5 kills, 1 scale-out,
 #          1,000 connections and 10 groups × 1,000 members for the RSS, 2 s per heartbeat
 #          row, 20,000 messages once per e2e cell, 50,000 redis-benchmark requests, 2
-#          growth pairs.
+#          growth pairs, reshards with backlogs 0 and 10,000 (0, 10,000, 100,000 otherwise).
 # --growth-pairs N: each cost-growth row is the median over N runs of its pair (5 by
 #          default): one pair of 4-second rows moved by 2-3x from run to run here.
 # The other flags override one size each (after --quick, whatever the order).
 #
 # Needs the benchmarks built: cmake --build build --target rsc-coordinator heartbeat_bench
-# e2e_throughput rebalance_timing coordinator_rss. Machines are noisy: read the ratios (ours
+# e2e_throughput rebalance_timing coordinator_rss reshard_timing. Machines are noisy: read the ratios (ours
 # against a baseline measured in the same run), not the absolute figures. Run it under
 # `nice -n 19` on a shared machine. See docs/performance.md.
 set -euo pipefail
@@ -26,7 +27,7 @@ build="$root/build"
 out=""
 quick=0
 kills="" scaleouts="" rss_connections="" rss_groups="" rss_members=""
-hb_seconds="" messages="" repeat="" growth_pairs=""
+hb_seconds="" messages="" repeat="" growth_pairs="" reshard_backlogs=""
 args=("$@")
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +43,8 @@ while [ $# -gt 0 ]; do
     --messages) messages=$2; shift ;;
     --repeat) repeat=$2; shift ;;
     --growth-pairs) growth_pairs=$2; shift ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    --reshard-backlogs) reshard_backlogs=$2; shift ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -60,19 +62,19 @@ network="private network namespace"
 if [ "$quick" = 1 ]; then
   : "${kills:=5}" "${scaleouts:=1}" "${rss_connections:=1000}" "${rss_groups:=10}"
   : "${rss_members:=1000}" "${hb_seconds:=2}" "${messages:=20000}" "${repeat:=1}"
-  : "${growth_pairs:=2}"
+  : "${growth_pairs:=2}" "${reshard_backlogs:=0,10000}"
   eval_requests=50000
 else
   : "${kills:=20}" "${scaleouts:=3}" "${rss_connections:=10000}" "${rss_groups:=100}"
   : "${rss_members:=1000}" "${hb_seconds:=4}" "${messages:=50000}" "${repeat:=3}"
-  : "${growth_pairs:=5}"
+  : "${growth_pairs:=5}" "${reshard_backlogs:=0,10000,100000}"
   eval_requests=150000
 fi
 
 for tool in jq redis-server redis-cli redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed" >&2; exit 1; }
 done
-for b in heartbeat_bench e2e_throughput rebalance_timing coordinator_rss; do
+for b in heartbeat_bench e2e_throughput rebalance_timing coordinator_rss reshard_timing; do
   [ -x "$build/bench/$b" ] || {
     echo "run.sh: $build/bench/$b is missing; build it: cmake --build $build --target $b" >&2
     exit 1
@@ -152,6 +154,7 @@ run rebalance "$bin/rebalance_timing" --kills "$kills" --scaleouts "$scaleouts" 
   --json "$logs/rebalance.json"
 run rss "$bin/coordinator_rss" --connections "$rss_connections" --groups "$rss_groups" \
   --members "$rss_members" --json "$logs/rss.json"
+run reshard "$bin/reshard_timing" --backlogs "$reshard_backlogs" --json "$logs/reshard.json"
 
 # ── One table ──
 jq -n \
@@ -161,7 +164,8 @@ jq -n \
   --slurpfile gs "$logs/growth-shards.json" \
   --slurpfile e2e "$logs/e2e.json" \
   --slurpfile rb "$logs/rebalance.json" \
-  --slurpfile rss "$logs/rss.json" '
+  --slurpfile rss "$logs/rss.json" \
+  --slurpfile rs "$logs/reshard.json" '
   def ratio(a; b): if b == 0 then null else a / b end;
   def row(figure; unit; ours; base; r; goal; met):
     {figure: figure, unit: unit, ours: ours, baseline: base, ratio: r, goal: goal, met: met};
@@ -212,7 +216,18 @@ jq -n \
          "pairs"; $o; 0; null; "= 0"; $o == 0)),
     row("coordinator peak RSS, \($m.connections) idle connections + \($m.groups) groups x \($m.members) members (baseline: RSS after start)";
         "MB"; $m.hwm_mb; $m.rss_start_mb; ratio($m.hwm_mb; $m.rss_start_mb); "<= 200 MB";
-        $m.hwm_mb <= 200)
+        $m.hwm_mb <= 200),
+    ($rs[0]) as $x |
+    ($x.runs[] |
+      (.unread_at_request / (if .steady_delivered_per_s > 0 then .steady_delivered_per_s else 1 end) * 1000) as $drain |
+      row("reshard \($x.from) -> \($x.to) shards, \(.unread_at_request) unread: request -> every child read (baseline: draining them at the steady rate)";
+          "ms"; .children_read_ms; $drain; ratio(.children_read_ms; $drain); "none set"; null),
+      row("reshard with \(.unread_at_request) unread: publish rate during it (baseline: steady, one producer)";
+          "msg/s"; .during_publish_per_s; .steady_publish_per_s;
+          ratio(.during_publish_per_s; .steady_publish_per_s); "none set"; null)),
+    ([$x.runs[].publish_failures] | add) as $f |
+    row("publish failures seen by the producer during \($x.runs | length) reshards (RS2: seals retried inside the library)";
+        "publishes"; $f; 0; null; "= 0"; $f == 0)
   ]' >"$logs/rows.json"
 
 elapsed=$(($(date +%s) - started))
@@ -223,12 +238,13 @@ jq -n --slurpfile rows "$logs/rows.json" \
   --slurpfile eval "$logs/redis-benchmark.json" --slurpfile hb "$logs/heartbeat.json" \
   --slurpfile gm "$logs/growth-members.json" --slurpfile gs "$logs/growth-shards.json" \
   --slurpfile e2e "$logs/e2e.json" --slurpfile rb "$logs/rebalance.json" \
-  --slurpfile rss "$logs/rss.json" \
+  --slurpfile rss "$logs/rss.json" --slurpfile rs "$logs/reshard.json" \
   '{when: $stamp, network: $network, cpus: ($cpus | tonumber), quick: ($quick == "1"),
     load_average_before: $load, load_average_after: $load_after,
     seconds: ($elapsed | tonumber), logs: $logs, rows: $rows[0],
     raw: {redis_benchmark_eval: $eval[0], heartbeat: $hb[0], growth_members: $gm[0],
-          growth_shards: $gs[0], e2e: $e2e[0], rebalance: $rb[0], rss: $rss[0]}}' >"$out"
+          growth_shards: $gs[0], e2e: $e2e[0], rebalance: $rb[0], rss: $rss[0],
+          reshard: $rs[0]}}' >"$out"
 
 echo
 echo "issue 14 benchmarks: $(nproc) CPUs, $network, load average $load_before before," \
