@@ -32,6 +32,9 @@
 // (a killed worker's end at its kill, a running one's open) of different workers must not
 // intersect. Reported: how many pairs did, and for how long at most.
 //
+// With RSC_BENCH_KEEP=1 in the environment the temporary directory (the workers' event
+// logs, the coordinator's log) is kept and its path printed, to look at an overlap.
+//
 // Not a test (no pass/fail on timing); exit status 1 only when the setting broke (a
 // process did not start, a state was not reached within --seconds).
 
@@ -47,6 +50,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -469,6 +473,10 @@ int main(int argc, char** argv) {
   if (!cfg.json.empty()) rsc::bench::WriteJson(cfg.json, result);
   coordinator.Stop();
   redis.Stop();
-  std::filesystem::remove_all(s.dir);
+  if (std::getenv("RSC_BENCH_KEEP") != nullptr) {
+    std::printf("kept (RSC_BENCH_KEEP): %s\n", s.dir.c_str());  // the workers' event logs
+  } else {
+    std::filesystem::remove_all(s.dir);
+  }
   return 0;
 }
