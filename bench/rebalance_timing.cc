@@ -32,8 +32,9 @@
 // (a killed worker's end at its kill, a running one's open) of different workers must not
 // intersect. Reported: how many pairs did, and for how long at most.
 //
-// With RSC_BENCH_KEEP=1 in the environment the temporary directory (the workers' event
-// logs, the coordinator's log) is kept and its path printed, to look at an overlap.
+// The temporary directory (the workers' event logs, the coordinator's log) is kept and its
+// path printed when an overlap was found, or always with RSC_BENCH_KEEP=1; the JSON lists
+// the first 20 overlapping pairs (shard, workers, intervals, kill times).
 //
 // Not a test (no pass/fail on timing); exit status 1 only when the setting broke (a
 // process did not start, a state was not reached within --seconds).
@@ -209,6 +210,8 @@ int64_t BalancedSince(const std::vector<WorkerProc>& workers, int shards) {
 struct Overlap {
   int64_t pairs = 0;
   int64_t max_us = 0;
+  // The first pairs found, for the JSON: which shard, which two workers, from when to when.
+  boost::json::array details;
 };
 
 // Pairs of intervals of different workers on one shard that intersect.
@@ -229,6 +232,19 @@ Overlap FindOverlap(const std::vector<WorkerProc>& workers) {
         if (from < to) {
           ++o.pairs;
           o.max_us = std::max(o.max_us, to == INT64_MAX ? INT64_MAX : to - from);
+          if (o.details.size() < 20) {
+            const auto& [ia, wa] = list[a];
+            const auto& [ib, wb] = list[b];
+            o.details.push_back(boost::json::object{{"shard", shard},
+                                                    {"a", workers[wa].name},
+                                                    {"a_from_us", ia.start_us},
+                                                    {"a_to_us", ia.end_us},
+                                                    {"a_killed_us", workers[wa].killed_us},
+                                                    {"b", workers[wb].name},
+                                                    {"b_from_us", ib.start_us},
+                                                    {"b_to_us", ib.end_us},
+                                                    {"b_killed_us", workers[wb].killed_us}});
+          }
         }
       }
     }
@@ -362,6 +378,7 @@ boost::json::object RunFailover(const Setting& s, const Config& cfg) {
   out["bound_ms"] = cfg.member_lease_ms + cfg.heartbeat_ms;
   out["overlap_pairs"] = overlap.pairs;
   out["overlap_max_ms"] = static_cast<double>(overlap.max_us) / 1000.0;
+  out["overlaps"] = overlap.details;
   return out;
 }
 
@@ -384,6 +401,9 @@ boost::json::object RunScaleOuts(const Setting& s, const Config& cfg) {
     const Overlap o = FindOverlap(workers);
     overlap.pairs += o.pairs;
     overlap.max_us = std::max(overlap.max_us, o.max_us);
+    for (const auto& d : o.details) {
+      if (overlap.details.size() < 20) overlap.details.push_back(d);
+    }
   }
   boost::json::object out = Distribution(balanced_ms);
   out["from"] = cfg.scale_from;
@@ -392,6 +412,7 @@ boost::json::object RunScaleOuts(const Setting& s, const Config& cfg) {
   out["heartbeat_interval_ms"] = cfg.heartbeat_ms;
   out["overlap_pairs"] = overlap.pairs;
   out["overlap_max_ms"] = static_cast<double>(overlap.max_us) / 1000.0;
+  out["overlaps"] = overlap.details;
   return out;
 }
 
@@ -473,8 +494,14 @@ int main(int argc, char** argv) {
   if (!cfg.json.empty()) rsc::bench::WriteJson(cfg.json, result);
   coordinator.Stop();
   redis.Stop();
-  if (std::getenv("RSC_BENCH_KEEP") != nullptr) {
-    std::printf("kept (RSC_BENCH_KEEP): %s\n", s.dir.c_str());  // the workers' event logs
+  int64_t overlaps = 0;
+  for (const char* part : {"failover", "scaleout"}) {
+    if (result.contains(part)) overlaps += result.at(part).at("overlap_pairs").as_int64();
+  }
+  if (std::getenv("RSC_BENCH_KEEP") != nullptr || overlaps > 0) {
+    // The evidence of an overlap is kept whatever was asked: it is rare and must be read.
+    std::printf("kept (%s): %s\n", overlaps > 0 ? "overlaps found" : "RSC_BENCH_KEEP",
+                s.dir.c_str());
   } else {
     std::filesystem::remove_all(s.dir);
   }
