@@ -17,9 +17,9 @@
 # The other flags override one size each (after --quick, whatever the order).
 #
 # Needs the benchmarks built: cmake --build build --target rsc-coordinator heartbeat_bench
-# e2e_throughput rebalance_timing coordinator_rss reshard_timing. Machines are noisy: read the ratios (ours
-# against a baseline measured in the same run), not the absolute figures. Run it under
-# `nice -n 19` on a shared machine. See docs/performance.md.
+# e2e_throughput rebalance_timing coordinator_rss reshard_timing. Machines are noisy: read
+# the ratios (ours against a baseline measured in the same run), not the absolute figures.
+# Run it under `nice -n 19` on a shared machine. See docs/performance.md.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
