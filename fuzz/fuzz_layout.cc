@@ -6,7 +6,10 @@
 //
 // Beyond "no crash, no sanitizer report": every decoded layout re-encodes to itself, and
 // every decision either fails with a clear error or produces a layout that passes the
-// invariants, round-trips, and never has a lower version.
+// invariants, round-trips, and never has a lower version. The document is also read as a
+// seal's `rsc-next` (RS6: a stream's last entry is outside input too): what decodes
+// re-encodes to the same generation, and every generation a reshard prepares is described
+// by its successor line exactly.
 
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +40,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view doc = input.substr(0, nul);
   const std::string_view script = nul == std::string_view::npos ? "" : input.substr(nul + 1);
 
+  // RS6: a seal's successor line (short: "<generation> <hash> <first id> <count> <slots>").
+  if (doc.size() <= 40) {
+    auto successor = DecodeSuccessor("orders", doc);
+    if (successor.ok()) {
+      auto text = EncodeSuccessor("orders", *successor);
+      RSC_CHECK(text.has_value());
+      auto again = DecodeSuccessor("orders", *text);
+      RSC_CHECK(again.ok() && *again == *successor);
+    } else {
+      RSC_CHECK(successor.error().code == ErrorCode::kMetadataUnreadable);
+    }
+  }
   // The stored-hash wrapper: schemaVersion and revision are checked before the JSON.
   (void)DecodeLayoutHash("orders", {std::string(doc), "1", "1"});
   auto decoded = DecodeLayout(doc);
@@ -79,6 +94,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto d = DecideReshard(l, arg % 40, placement, "fuzz");
         if (d.ok()) {
           CheckWritten(l, *d);
+          auto text = EncodeSuccessor(d->stream, d->generations.back());
+          RSC_CHECK(text.has_value());
+          auto back = DecodeSuccessor(d->stream, *text);
+          RSC_CHECK(back.ok() && *back == d->generations.back());
           l = *d;
         }
         break;

@@ -159,8 +159,23 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
   Status CreateConsumerGroup(const std::string& key, const std::string& group) override {
     return Call<Unit>([&] { return redis().CreateConsumerGroup(key, group); }, false);
   }
-  Result<bool> Seal(const std::string& key, int32_t generation) override {
-    return Call<bool>([&] { return redis().Seal(key, generation); }, true);
+  Result<bool> Seal(const std::string& key, int32_t generation,
+                    const std::string& successor) override {
+    return Call<bool>([&] { return redis().Seal(key, generation, successor); }, true);
+  }
+  // One round trip for the batch (production pipelines them per node).
+  std::vector<Result<StreamTop>> Tops(const std::vector<std::string>& keys) override {
+    auto r = Call<std::vector<StreamTop>>([&] { return redis().Tops(keys); }, false);
+    std::vector<Result<StreamTop>> out;
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (r.ok()) {
+        out.push_back((*r)[i]);
+      } else {
+        out.push_back(r.error());
+      }
+    }
+    return out;
   }
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override {
     return Call<GroupProgress>([&] { return redis().Progress(key, group); }, false);

@@ -329,10 +329,19 @@ Result<Unit> SimRedis::CreateConsumerGroup(const std::string& stream, const std:
   return Unit{};
 }
 
-Result<bool> SimRedis::Seal(const std::string& stream, int32_t generation) {
-  StreamReply r = Stream([&](Streams& s) { return sim::XAddSeal(s, stream, generation); });
+Result<bool> SimRedis::Seal(const std::string& stream, int32_t generation,
+                            const std::string& successor) {
+  StreamReply r =
+      Stream([&](Streams& s) { return sim::XAddSeal(s, stream, generation, successor); });
   if (r.count > 0) ServeWaiters(stream);  // a blocked XREADGROUP gets the seal
   return r.count > 0;
+}
+
+std::vector<StreamTop> SimRedis::Tops(const std::vector<std::string>& streams) {
+  std::vector<StreamTop> out;
+  out.reserve(streams.size());
+  for (const std::string& stream : streams) out.push_back(sim::TopOf(primary_streams_, stream));
+  return out;
 }
 
 Result<bool> SimRedis::TrimSealed(const std::string& stream) {

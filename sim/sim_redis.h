@@ -100,7 +100,8 @@ class SimRedis {
   // The coordinator's stream operations for resharding (core/stream_admin.h, as
   // redis/redis_stream_admin.cc runs them): XGROUP CREATE … MKSTREAM, the seal, XINFO GROUPS.
   Result<Unit> CreateConsumerGroup(const std::string& stream, const std::string& group);
-  Result<bool> Seal(const std::string& stream, int32_t generation);
+  Result<bool> Seal(const std::string& stream, int32_t generation, const std::string& successor);
+  std::vector<StreamTop> Tops(const std::vector<std::string>& streams);
   Result<GroupProgress> Progress(const std::string& stream, const std::string& group);
   Result<bool> TrimSealed(const std::string& stream);
   // XREADGROUP … BLOCK: answers at once when entries (or an error) are there, else when an

@@ -74,13 +74,15 @@ StreamOp XAdd(Streams& s, const std::string& stream, TimeMs now, const StreamEnt
   return op;
 }
 
-StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation) {
+StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation,
+                  const std::string& successor) {
   StreamState& st = s[stream];
   StreamOp op;
   if (st.last_id.is_max()) return op;  // sealed already: nothing written
   StreamEntry e;
   e.id = StreamId::Max();
   e.seal = generation;
+  e.successor = successor;
   st.entries[e.id] = e;
   st.last_id = e.id;
   op.reply.added = e.id;
@@ -91,6 +93,21 @@ StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation) {
     rs.last_id = e.id;
   };
   return op;
+}
+
+StreamTop TopOf(const Streams& s, const std::string& stream) {
+  StreamTop top;
+  auto it = s.find(stream);
+  if (it == s.end()) return top;
+  const StreamState& st = it->second;
+  top.exists = true;
+  top.length = static_cast<int64_t>(st.entries.size());
+  top.sealed = st.last_id.is_max();
+  if (!st.entries.empty() && st.entries.rbegin()->first.is_max()) {
+    top.seal_generation = st.entries.rbegin()->second.seal;
+    top.successor = st.entries.rbegin()->second.successor;
+  }
+  return top;
 }
 
 StreamOp TrimSealed(Streams& s, const std::string& stream) {

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/types.h"
 
 namespace rsc::sim {
@@ -56,7 +57,8 @@ struct StreamEntry {
   std::string key;
   int64_t seq = -1;
   std::string producer;
-  int32_t seal = -1;  // ≥ 0: the seal entry of this generation (fields `rsc-seal <g>`)
+  int32_t seal = -1;      // ≥ 0: the seal entry of this generation (fields `rsc-seal <g>`)
+  std::string successor;  // a seal's `rsc-next` (RS6, core/layout_codec.h)
 };
 
 struct PendingInfo {
@@ -113,7 +115,11 @@ inline constexpr const char* kExhausted =
     "ERR The stream has exhausted the last possible ID, unable to add more items";
 // The coordinator's seal (redis_stream_admin.cc): `XADD key <max id> rsc-seal <g>` unless the
 // stream already ends with it (reply.count 1 when it wrote one, 0 otherwise).
-StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation);
+StreamOp XAddSeal(Streams& s, const std::string& stream, int32_t generation,
+                  const std::string& successor = "");
+// XINFO STREAM as the coordinator reads it (RS6): length, whether the last id is the
+// maximum, the seal's generation and `rsc-next` when the last entry is the seal.
+StreamTop TopOf(const Streams& s, const std::string& stream);
 // The coordinator's emptying of a retired key (redis_stream_admin.cc, RS5): when its top entry
 // is the seal, XTRIM MAXLEN 0; when it has none (missing or empty), the seal written and
 // trimmed at once. Either way a tombstone: no entries, last id the maximum. reply.count 1:

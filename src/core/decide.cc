@@ -62,6 +62,10 @@ std::string_view EventKindName(EventKind k) {
       return "generation_deleted";
     case EventKind::kRetiredKeyKept:
       return "retired_key_kept";
+    case EventKind::kLayoutRolledForward:
+      return "layout_rolled_forward";
+    case EventKind::kLayoutBehind:
+      return "layout_behind";
     case EventKind::kInvariantViolation:
       return "invariant_violation";
   }

@@ -109,6 +109,11 @@ enum class EventKind {
   kParentResealed,
   kGenerationDeleted,
   kRetiredKeyKept,
+  // RS6: the layout was found behind its streams (its ACTIVE generation sealed, or entries
+  // above its highest id) and written forward from a seal's `rsc-next`; or it could not be,
+  // and the stream's routing fails closed until an operator restores it (runbook 7e).
+  kLayoutRolledForward,
+  kLayoutBehind,
   // A decision's next state broke an invariant: nothing written, the group fails closed
   // (METADATA_UNREADABLE) and the process keeps serving the others. Detail: the invariant.
   kInvariantViolation,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/layout_codec.h"
 #include "core/protocol.h"
 
 namespace rsc {
@@ -419,6 +420,80 @@ std::optional<Layout> DecideDropRetired(const Layout& stored, int32_t generation
   Layout next = Bumped(stored, fresh_lineage);
   next.generations.erase(next.generations.begin());
   return next;
+}
+
+BehindDecision DecideLayoutBehind(const Layout& stored, const std::vector<StreamTop>& active_tops,
+                                  const StreamTop& above, const std::string& fresh_lineage) {
+  BehindDecision out;
+  const Generation* active = stored.Active();
+  if (active == nullptr || active != &stored.generations.back()) return out;  // PREPARING
+  std::optional<std::string> successor;
+  std::optional<std::string> sealed_without;  // a sealed shard whose seal names nothing
+  for (size_t i = 0; i < active_tops.size() && i < active->shards.size(); ++i) {
+    const StreamTop& t = active_tops[i];
+    const LayoutShard& s = active->shards[i];
+    if (!t.sealed) continue;
+    if (t.seal_generation >= 0 && t.seal_generation != active->generation) {
+      out.behind = fmt::format(
+          "stream '{}': shard {} ('{}') of the ACTIVE generation {} is sealed as generation "
+          "{}: the layout record is not this stream's (runbook 7e)",
+          stored.stream, s.id, s.stream, active->generation, t.seal_generation);
+      return out;
+    }
+    if (t.successor.empty()) {
+      if (!sealed_without) sealed_without = fmt::format("shard {} ('{}')", s.id, s.stream);
+      continue;
+    }
+    if (successor && *successor != t.successor) {
+      out.behind = fmt::format(
+          "stream '{}': the seals of generation {} name two different successors ('{}' and "
+          "'{}'): not rolled forward (runbook 7e)",
+          stored.stream, active->generation, *successor, t.successor);
+      return out;
+    }
+    successor = t.successor;
+  }
+  if (!successor) {
+    if (sealed_without) {
+      out.behind = fmt::format(
+          "stream '{}': {} of the ACTIVE generation {} is sealed, but the layout has no later "
+          "generation and no seal names one: the layout record was rolled back past a "
+          "reshard; producers are refused until it is restored (runbook 7e)",
+          stored.stream, *sealed_without, active->generation);
+    } else if (above.exists && above.length > 0) {
+      out.behind = fmt::format(
+          "stream '{}': the key after its highest shard id holds {} entries that no "
+          "generation of the layout names: the layout record was rolled back past a reshard "
+          "(runbook 7e)",
+          stored.stream, above.length);
+    }
+    return out;
+  }
+  Result<Generation> next = DecodeSuccessor(stored.stream, *successor);
+  if (!next.ok()) {
+    out.behind = next.error().message + " (runbook 7e)";
+    return out;
+  }
+  const int32_t highest = active->shards.back().id;
+  if (next->generation != active->generation + 1 || next->shards.front().id <= highest) {
+    out.behind = fmt::format(
+        "stream '{}': the seals of generation {} name generation {} from shard id {}, which "
+        "does not follow the layout (highest id {}): not rolled forward (runbook 7e)",
+        stored.stream, active->generation, next->generation, next->shards.front().id, highest);
+    return out;
+  }
+  Layout forward = Bumped(stored, fresh_lineage);
+  forward.generations.push_back(std::move(*next));
+  Status ok = CheckLayoutInvariants(forward);
+  if (!ok.ok()) {
+    out.behind = fmt::format(
+        "stream '{}': rolling forward would break the layout: {} "
+        "(runbook 7e)",
+        stored.stream, ok.error().message);
+    return out;
+  }
+  out.roll_forward = std::move(forward);
+  return out;
 }
 
 const Generation* GenerationOf(const Layout& l, int32_t shard_id) {

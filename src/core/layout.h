@@ -165,6 +165,35 @@ RetiredWork DecideRetiredWork(const Layout& stored, int64_t now_ms, int64_t rete
 std::optional<Layout> DecideDropRetired(const Layout& stored, int32_t generation,
                                         const std::string& fresh_lineage);
 
+// RS6: a layout found behind its streams. Run while no generation is PREPARING (otherwise
+// the tick's seal-and-activate continues the reshard, nothing is behind). `active_tops`: the
+// ends (StreamTop, below) of the ACTIVE generation's shard streams, in shard order; `above`: the
+// end of the key a next generation's first shard would get (ChooseShardKeys for the highest id +
+// 1).
+// - Nothing sealed, `above` empty or missing: in step, both fields empty.
+// - A seal of the ACTIVE generation naming its successor (`rsc-next`, every such seal
+//   agreeing): `roll_forward`, the layout with that generation back as PREPARING, for the
+//   seal-and-activate pass to finish (confirm, seal the rest, activate: RS2 unchanged).
+// - Otherwise (seals naming nothing, disagreeing or with another generation, a successor
+//   that does not fit the layout, entries above the highest id with no seal): `behind`, the
+//   reason. The caller fails the stream's routing closed with it (METADATA_UNREADABLE): the
+//   layout would route producers to sealed keys or past messages no group reads.
+struct BehindDecision {
+  std::optional<Layout> roll_forward;
+  std::optional<std::string> behind;
+};
+// RS6: the end of one shard stream as the coordinator reads it (XINFO STREAM, through
+// StreamAdmin::Tops): whether a seal closed it, and what the seal says of the generation after.
+struct StreamTop {
+  bool exists = false;
+  int64_t length = 0;
+  bool sealed = false;           // its last ID is the maximum (a seal, or a retired tombstone)
+  int32_t seal_generation = -1;  // the last entry's `rsc-seal <g>`, when that entry is the seal
+  std::string successor;         // the seal's `rsc-next` (layout_codec.h), "" when it has none
+};
+BehindDecision DecideLayoutBehind(const Layout& stored, const std::vector<StreamTop>& active_tops,
+                                  const StreamTop& above, const std::string& fresh_lineage);
+
 // The generation a shard id belongs to, or nullptr.
 const Generation* GenerationOf(const Layout& l, int32_t shard_id);
 

@@ -1,10 +1,15 @@
 #include "core/layout_codec.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <vector>
 
 #include "core/json_util.h"
+#include "core/key_slot.h"
+#include "core/shard_keys.h"
 
 namespace rsc {
 
@@ -142,6 +147,96 @@ Result<StoredLayout> DecodeLayoutHash(const std::string& stream, const LayoutHas
   if (!l.ok()) return bad(l.error().message);
   if (l->stream != stream) return bad(fmt::format("it names stream '{}'", l->stream));
   return StoredLayout{StoreRevision(revision), std::move(*l)};
+}
+
+namespace {
+
+constexpr size_t kMaxSlotPeriod = 64;  // masters; a cluster has far fewer
+constexpr size_t kMaxHashName = 32;
+
+}  // namespace
+
+std::optional<std::string> EncodeSuccessor(const std::string& stream, const Generation& g) {
+  if (g.shards.empty() || g.hash.empty() || g.hash.size() > kMaxHashName ||
+      g.hash.find(' ') != std::string::npos) {
+    return std::nullopt;
+  }
+  // Per position, the slot of its key (-1: an untagged key {P:id}, one server).
+  std::vector<int> slots;
+  for (size_t i = 0; i < g.shards.size(); ++i) {
+    const LayoutShard& s = g.shards[i];
+    if (s.id != g.shards.front().id + static_cast<int64_t>(i)) return std::nullopt;
+    if (!IsShardKeyOf(stream, s.id, s.stream)) return std::nullopt;
+    slots.push_back(s.stream == ShardStreamKey(stream, s.id) ? -1 : KeySlot(s.stream));
+    if ((slots.back() < 0) != (slots.front() < 0)) return std::nullopt;  // mixed forms
+  }
+  const size_t limit = std::min(slots.size(), kMaxSlotPeriod);
+  size_t period = 1;
+  for (; period <= limit; ++period) {
+    bool fits = true;
+    for (size_t i = period; i < slots.size() && fits; ++i) fits = slots[i] == slots[i % period];
+    if (fits) break;
+  }
+  if (period > limit) return std::nullopt;
+  slots.resize(period);
+  return fmt::format(
+      "{} {} {} {} {}", g.generation, g.hash, g.shards.front().id, g.shards.size(),
+      slots.front() < 0 ? std::string("-") : fmt::format("{}", fmt::join(slots, ",")));
+}
+
+Result<Generation> DecodeSuccessor(const std::string& stream, std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return MakeError(kBad, fmt::format("seal's rsc-next '{}' of stream '{}': {}",
+                                       text.substr(0, 128), stream, why));
+  };
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size() && parts.size() < 6) {
+    size_t end = text.find(' ', start);
+    if (end == std::string_view::npos) end = text.size();
+    parts.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (parts.size() != 5) return bad("expected '<generation> <hash> <first id> <count> <slots>'");
+  int64_t generation = 0, first = 0, count = 0;
+  if (!ParseDecimal(parts[0], &generation) || generation < 1 || generation > INT32_MAX) {
+    return bad("generation must be an integer in 1..2147483647");
+  }
+  const std::string& hash = parts[1];
+  if (hash.empty() || hash.size() > kMaxHashName) return bad("bad hash name");
+  if (!ParseDecimal(parts[2], &first) || first > INT32_MAX) return bad("bad first id");
+  if (!ParseDecimal(parts[3], &count) || count < 1 || count > kMaxShards) {
+    return bad(fmt::format("shard count must be in 1..{}", kMaxShards));
+  }
+  if (first + count - 1 > INT32_MAX) return bad("ids past 2147483647");
+  std::vector<int> slots;
+  if (parts[4] != "-") {
+    size_t from = 0;
+    const std::string& t = parts[4];
+    while (from <= t.size()) {
+      size_t end = t.find(',', from);
+      if (end == std::string::npos) end = t.size();
+      int64_t slot = 0;
+      if (!ParseDecimal(t.substr(from, end - from), &slot) || slot >= kClusterSlots) {
+        return bad("slots are integers in 0..16383, comma-separated, or '-'");
+      }
+      slots.push_back(static_cast<int>(slot));
+      if (slots.size() > kMaxSlotPeriod) return bad("more slots than masters");
+      from = end + 1;
+    }
+  }
+  Generation g;
+  g.generation = static_cast<int32_t>(generation);
+  g.hash = hash;
+  g.state = GenerationState::kPreparing;
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t id = static_cast<int32_t>(first + i);
+    g.shards.push_back(
+        {id, slots.empty()
+                 ? ShardStreamKey(stream, id)
+                 : ShardKeyInSlot(stream, id, slots[static_cast<size_t>(i) % slots.size()])});
+  }
+  return g;
 }
 
 }  // namespace rsc

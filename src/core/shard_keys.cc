@@ -25,7 +25,9 @@ std::string Base36(uint32_t n) {
   return out;
 }
 
-std::string KeyInSlot(const std::string& stream, int32_t id, int slot) {
+}  // namespace
+
+std::string ShardKeyInSlot(const std::string& stream, int32_t id, int slot) {
   const std::string prefix = fmt::format("{}:{}.", stream, id);
   const uint16_t prefix_crc = Crc16(prefix);
   for (uint32_t t = 0; t < kMaxTagTries; ++t) {
@@ -34,8 +36,6 @@ std::string KeyInSlot(const std::string& stream, int32_t id, int slot) {
   }
   return ShardStreamKey(stream, id);
 }
-
-}  // namespace
 
 std::vector<std::string> ChooseShardKeys(const std::string& stream, const std::vector<int32_t>& ids,
                                          const SlotPlacement& masters) {
@@ -52,7 +52,7 @@ std::vector<std::string> ChooseShardKeys(const std::string& stream, const std::v
       keys.push_back(ShardStreamKey(stream, ids[i]));
       continue;
     }
-    keys.push_back(KeyInSlot(stream, ids[i], slots[h % slots.size()]));
+    keys.push_back(ShardKeyInSlot(stream, ids[i], slots[h % slots.size()]));
   }
   return keys;
 }

@@ -28,6 +28,11 @@ using SlotPlacement = std::vector<std::vector<int>>;
 std::vector<std::string> ChooseShardKeys(const std::string& stream, const std::vector<int32_t>& ids,
                                          const SlotPlacement& masters);
 
+// The key ChooseShardKeys gives shard `id` of `stream` on a master serving `slot`: the first
+// tag (base 36 order) whose key hashes to that slot. Deterministic, so a generation's keys are
+// described by the slots of its positions alone (a seal's `rsc-next`, core/layout_codec.h).
+std::string ShardKeyInSlot(const std::string& stream, int32_t id, int slot);
+
 // Whether `key` is a key ChooseShardKeys may give shard `id` of `stream`: {P:id} or
 // {P:id.<tag>} with a tag of 1 to 8 characters [0-9a-z]. A layout or group naming any other
 // key is corrupt (it would route producers to a key no group reads).

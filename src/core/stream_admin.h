@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/result.h"
 #include "core/shard_keys.h"
 
@@ -44,10 +45,15 @@ class StreamAdmin {
   virtual ~StreamAdmin() = default;
   // XGROUP CREATE <key> <group> 0 MKSTREAM; an existing group is success (BUSYGROUP).
   virtual Status CreateConsumerGroup(const std::string& key, const std::string& group) = 0;
-  // Appends the seal entry (fields `rsc-seal <generation>`) unless the stream already ends
-  // with it. Returns true when it wrote one (the first seal, or a re-seal after a failover
-  // lost it), false when the stream was already sealed.
-  virtual Result<bool> Seal(const std::string& key, int32_t generation) = 0;
+  // Appends the seal entry (fields `rsc-seal <generation>` and, when `successor` is not empty,
+  // `rsc-next <successor>`: the generation after it, EncodeSuccessor, RS6) unless the stream
+  // already ends with it. Returns true when it wrote one (the first seal, or a re-seal after
+  // a failover lost it), false when the stream was already sealed.
+  virtual Result<bool> Seal(const std::string& key, int32_t generation,
+                            const std::string& successor) = 0;
+  // RS6: the end of each key, in order (pipelined per node); a key that cannot be read is an
+  // error in its place. A missing key is `exists == false`.
+  virtual std::vector<Result<StreamTop>> Tops(const std::vector<std::string>& keys) = 0;
   virtual Result<GroupProgress> Progress(const std::string& key, const std::string& group) = 0;
   // Progress of `group` on each key, in order; a key that cannot be read is an error in its
   // place. Production pipelines them per node (a tick checks every sealed shard while it

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <string_view>
 
 namespace rsc::redis {
@@ -30,11 +31,16 @@ Status RedisStreamAdmin::CreateConsumerGroup(const std::string& key, const std::
   return OkStatus();
 }
 
-Result<bool> RedisStreamAdmin::Seal(const std::string& key, int32_t generation) {
+Result<bool> RedisStreamAdmin::Seal(const std::string& key, int32_t generation,
+                                    const std::string& successor) {
   // The seal is the stream's last possible entry: Redis itself refuses a second one (and
   // every later `XADD *`), so "already sealed" is that refusal. A stream whose top entry
   // is anything else takes it. MKSTREAM is implied: a lost parent key comes back sealed.
-  const Command seal = {"XADD", key, kSealId, "rsc-seal", std::to_string(generation)};
+  Command seal = {"XADD", key, kSealId, "rsc-seal", std::to_string(generation)};
+  if (!successor.empty()) {
+    seal.push_back("rsc-next");  // RS6: how a layout found behind this seal rolls forward
+    seal.push_back(successor);
+  }
   // RS2: a replica acknowledges the seal before the generation after it is activated, so a
   // failover right after the activation does not lose it. Not acknowledged in time: an
   // error, and the tick activates nothing; the next tick finds the seal written and does not
@@ -110,22 +116,36 @@ Result<GroupProgress> RedisStreamAdmin::Progress(const std::string& key, const s
   return ProgressFrom(r, key, group);
 }
 
-std::vector<Result<GroupProgress>> RedisStreamAdmin::Progresses(
-    const std::vector<std::string>& keys, const std::string& group) {
+namespace {
+
+// `XINFO <what> <key>` for every key, pipelined per node, each reply parsed by `parse`
+// (reply, key) in its place; a key whose command failed is that error.
+template <class T, class Parse>
+std::vector<Result<T>> XInfoEach(Executor& executor, const char* what,
+                                 const std::vector<std::string>& keys, Parse parse) {
   std::vector<KeyedCommand> cmds;
   cmds.reserve(keys.size());
-  for (const std::string& key : keys) cmds.push_back({key, {"XINFO", "GROUPS", key}});
-  std::vector<Result<Reply>> replies = executor_.RunBatch(cmds, CommandKind::kRead);
-  std::vector<Result<GroupProgress>> out;
+  for (const std::string& key : keys) cmds.push_back({key, {"XINFO", what, key}});
+  std::vector<Result<Reply>> replies = executor.RunBatch(cmds, CommandKind::kRead);
+  std::vector<Result<T>> out;
   out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!replies[i].ok()) {
       out.push_back(replies[i].error());
     } else {
-      out.push_back(ProgressFrom(*replies[i], keys[i], group));
+      out.push_back(parse(*replies[i], keys[i]));
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Result<GroupProgress>> RedisStreamAdmin::Progresses(
+    const std::vector<std::string>& keys, const std::string& group) {
+  return XInfoEach<GroupProgress>(
+      executor_, "GROUPS", keys,
+      [&](const Reply& r, const std::string& key) { return ProgressFrom(r, key, group); });
 }
 
 std::vector<Result<ShardBacklog>> RedisStreamAdmin::Backlogs(const std::vector<std::string>& keys,
@@ -162,6 +182,49 @@ std::vector<Result<ShardBacklog>> RedisStreamAdmin::Backlogs(const std::vector<s
     }());
   }
   return out;
+}
+
+namespace {
+
+// XINFO STREAM's reply (RESP2: a flat list of field, value pairs) as a StreamTop.
+Result<StreamTop> TopFrom(const Reply& r, const std::string& key) {
+  StreamTop top;
+  if (r.IsError()) {
+    if (NoSuchKey(r)) return top;
+    return Failed("XINFO STREAM", key, r.str);
+  }
+  if (!r.IsArray()) return Failed("XINFO STREAM", key, "unexpected reply type");
+  top.exists = true;
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+    const std::string& f = r.elements[i].str;
+    const Reply& v = r.elements[i + 1];
+    if (f == "length" && v.IsInteger()) top.length = v.integer;
+    if (f == "last-generated-id") top.sealed = v.str == kSealId;
+    // [id, [field, value, ...]] or nil for an empty stream.
+    if (f == "last-entry" && v.IsArray() && v.elements.size() == 2 &&
+        v.elements[0].str == kSealId) {
+      const Reply& fields = v.elements[1];
+      for (size_t j = 0; j + 1 < fields.elements.size(); j += 2) {
+        const std::string& name = fields.elements[j].str;
+        const std::string& value = fields.elements[j + 1].str;
+        if (name == "rsc-seal") {
+          int32_t g = -1;
+          auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), g);
+          if (ec == std::errc() && end == value.data() + value.size() && g >= 0) {
+            top.seal_generation = g;
+          }
+        }
+        if (name == "rsc-next") top.successor = value;
+      }
+    }
+  }
+  return top;
+}
+
+}  // namespace
+
+std::vector<Result<StreamTop>> RedisStreamAdmin::Tops(const std::vector<std::string>& keys) {
+  return XInfoEach<StreamTop>(executor_, "STREAM", keys, TopFrom);
 }
 
 Result<bool> RedisStreamAdmin::TrimSealed(const std::string& key, int32_t generation) {

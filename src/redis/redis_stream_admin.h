@@ -17,7 +17,9 @@ class RedisStreamAdmin : public StreamAdmin {
                             std::chrono::milliseconds seal_wait = std::chrono::milliseconds(1000))
       : executor_(executor), seal_wait_(seal_wait) {}
   Status CreateConsumerGroup(const std::string& key, const std::string& group) override;
-  Result<bool> Seal(const std::string& key, int32_t generation) override;
+  Result<bool> Seal(const std::string& key, int32_t generation,
+                    const std::string& successor) override;
+  std::vector<Result<StreamTop>> Tops(const std::vector<std::string>& keys) override;
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override;
   std::vector<Result<GroupProgress>> Progresses(const std::vector<std::string>& keys,
                                                 const std::string& group) override;

@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "core/codec.h"
+#include "core/layout_codec.h"
 #include "core/stream_decide.h"
 
 namespace rsc {
@@ -355,6 +356,7 @@ Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
 Result<RoutingResponse> GroupService::Routing(const GroupKey& key, int64_t observed_version,
                                               const std::string& lineage) {
   // No mutex: routing never writes (I3) and reads one atomic snapshot of the hash.
+  RSC_RETURN_IF_ERROR(FailIfBehind(key.stream));  // RS6: never route to a sealed generation
   const TimeMs now = clock_.NowMs();
   auto loaded = store_.Load(key, now);
   if (!loaded.ok()) {
@@ -597,6 +599,7 @@ Result<RoutingResponse> GroupService::StreamRouting(const std::string& stream,
                                                     const std::string& lineage) {
   // No group mutex and no group write (I3). Only a v1 stream's first layout read writes:
   // its generation 0, once, as any layout read does (LayoutService::Load).
+  RSC_RETURN_IF_ERROR(FailIfBehind(stream));  // RS6: never route to a sealed generation
   RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> stored, layouts_.Load(stream));
   if (!stored) {
     return MakeError(ErrorCode::kStreamNotFound,
@@ -681,6 +684,15 @@ Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expe
                                  expected_revision, stored->revision.value()));
   }
   RSC_RETURN_IF_ERROR(CheckClientsSupportLayouts(stored->layout));
+  // RS6: a layout behind its streams would reuse ids and keys its lost generation wrote.
+  RSC_ASSIGN_OR_RETURN(bool rolled, CheckBehind(*stored));
+  if (rolled) {
+    return MakeError(ErrorCode::kRevisionConflict,
+                     fmt::format("stream '{}': the layout was found behind its streams and "
+                                 "rolled forward to an interrupted reshard (RS6); re-read it",
+                                 stream));
+  }
+  RSC_RETURN_IF_ERROR(FailIfBehind(stream));
   RSC_ASSIGN_OR_RETURN(SlotPlacement placement, layouts_.Placement());
   RSC_ASSIGN_OR_RETURN(Layout next,
                        DecideReshard(stored->layout, shard_count, placement, tokens_.NewToken()));
@@ -769,8 +781,16 @@ Status GroupService::SealAndActivate(const StoredLayout& stored) {
     const bool seal =
         g.state == GenerationState::kSealed || (g.state == GenerationState::kActive && preparing);
     if (!seal) continue;
+    // RS6: each seal names the generation after it, so a layout rolled back past this
+    // reshard can be written forward from any one of them.
+    std::string successor;
+    for (const Generation& after : l.generations) {
+      if (after.generation == g.generation + 1) {
+        successor = EncodeSuccessor(l.stream, after).value_or("");
+      }
+    }
     for (const LayoutShard& s : g.shards) {
-      RSC_ASSIGN_OR_RETURN(bool wrote, options_.streams->Seal(s.stream, g.generation));
+      RSC_ASSIGN_OR_RETURN(bool wrote, options_.streams->Seal(s.stream, g.generation, successor));
       if (wrote && g.state == GenerationState::kSealed) {
         observer_.OnEvents(GroupKey{l.stream, ""},
                            {Event{EventKind::kParentResealed, "", s.id,
@@ -784,6 +804,77 @@ Status GroupService::SealAndActivate(const StoredLayout& stored) {
   auto cas = store_.CompareAndSetLayout(l.stream, stored.revision, *next, clock_.NowMs());
   if (!cas.ok()) return cas.error();
   return OkStatus();  // a conflict: another coordinator moved it; the next pass re-reads
+}
+
+Result<bool> GroupService::CheckBehind(const StoredLayout& stored) {
+  const Layout& l = stored.layout;
+  const Generation* active = l.Active();
+  auto clear = [&] {
+    std::lock_guard<std::mutex> lock(behind_mu_);
+    behind_.erase(l.stream);
+  };
+  if (options_.streams == nullptr || active == nullptr || active != &l.generations.back()) {
+    clear();  // a PREPARING generation: the reshard itself is under way, nothing is behind
+    return false;
+  }
+  std::vector<std::string> keys;
+  keys.reserve(active->shards.size() + 1);
+  for (const LayoutShard& s : active->shards) keys.push_back(s.stream);
+  const int64_t next_id = int64_t{active->shards.back().id} + 1;
+  if (next_id <= INT32_MAX) {
+    RSC_ASSIGN_OR_RETURN(SlotPlacement placement, layouts_.Placement());
+    keys.push_back(ChooseShardKeys(l.stream, {static_cast<int32_t>(next_id)}, placement).front());
+  }
+  std::vector<Result<StreamTop>> read = options_.streams->Tops(keys);
+  std::vector<StreamTop> tops;
+  tops.reserve(read.size());
+  for (Result<StreamTop>& t : read) {
+    if (!t.ok()) return t.error();
+    tops.push_back(std::move(*t));
+  }
+  StreamTop above;
+  if (tops.size() > active->shards.size()) {
+    above = tops.back();
+    tops.pop_back();
+  }
+  BehindDecision d = DecideLayoutBehind(l, tops, above, tokens_.NewToken());
+  if (d.roll_forward) {
+    auto cas =
+        store_.CompareAndSetLayout(l.stream, stored.revision, *d.roll_forward, clock_.NowMs());
+    if (!cas.ok()) return cas.error();
+    if (!cas->applied) return false;  // moved on meanwhile: the next pass looks again
+    clear();
+    observer_.OnEvents(
+        GroupKey{l.stream, ""},
+        {Event{EventKind::kLayoutRolledForward, "", -1,
+               fmt::format("the ACTIVE generation {} was found sealed: generation {} written "
+                           "back from its seals (PREPARING; sealed and activated next)",
+                           active->generation, d.roll_forward->generations.back().generation)}});
+    return true;
+  }
+  if (!d.behind) {
+    clear();
+    return false;
+  }
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(behind_mu_);
+    std::string& reason = behind_[l.stream];
+    changed = reason != *d.behind;
+    reason = *d.behind;
+  }
+  if (changed) {  // logged and counted once per finding, not every tick
+    observer_.OnEvents(GroupKey{l.stream, ""},
+                       {Event{EventKind::kLayoutBehind, "", -1, *d.behind}});
+  }
+  return false;
+}
+
+Status GroupService::FailIfBehind(const std::string& stream) {
+  std::lock_guard<std::mutex> lock(behind_mu_);
+  auto it = behind_.find(stream);
+  if (it == behind_.end()) return OkStatus();
+  return MakeError(ErrorCode::kMetadataUnreadable, it->second);
 }
 
 Result<bool> GroupService::DeleteRetired(const StoredLayout& stored) {
@@ -841,6 +932,13 @@ Status GroupService::StreamTick(const std::string& stream) {
       spdlog::warn("event=retired_cleanup_failed stream={} message=\"{}\"", stream,
                    wrote.error().message);
     } else if (*wrote) {
+      RSC_ASSIGN_OR_RETURN(stored, store_.LoadLayout(stream));
+      if (!stored) return OkStatus();
+    }
+  }
+  if (options_.streams != nullptr) {
+    RSC_ASSIGN_OR_RETURN(bool rolled, CheckBehind(*stored));
+    if (rolled) {
       RSC_ASSIGN_OR_RETURN(stored, store_.LoadLayout(stream));
       if (!stored) return OkStatus();
     }

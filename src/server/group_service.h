@@ -195,6 +195,13 @@ class GroupService : public CoordinatorApi {
   Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,
                                                    bool* all_complete_oldest);
   Status SealAndActivate(const StoredLayout& stored);
+  // RS6: reads the ends of the ACTIVE generation's keys (and the key after the highest id)
+  // and, when the layout is behind them, writes it forward from a seal's `rsc-next`
+  // (returns true) or records the stream as behind (routing fails closed, FailIfBehind).
+  Result<bool> CheckBehind(const StoredLayout& stored);
+  // METADATA_UNREADABLE with the reason while this process's last check found `stream`
+  // behind its streams and could not roll it forward.
+  Status FailIfBehind(const std::string& stream);
   // RS5: stamps retirement times, deletes the keys of a generation retired longer than the
   // retention and drops it from the layout. Returns whether it wrote the layout.
   Result<bool> DeleteRetired(const StoredLayout& stored);
@@ -222,6 +229,9 @@ class GroupService : public CoordinatorApi {
   // Retired keys reported kept (retired_key_kept): once per key and process, not every tick.
   std::mutex kept_mu_;
   std::unordered_set<std::string> kept_reported_;
+  // RS6: streams whose layout the last check found behind, with the reason (by stream).
+  std::mutex behind_mu_;
+  std::unordered_map<std::string, std::string> behind_;
 };
 
 }  // namespace rsc

@@ -158,7 +158,8 @@ struct Metrics::Impl {
   Family<Counter>& reshard_family =
       CounterFamily(registry, "rsc_reshard_events_total",
                     "Resharding events: parent_completed, parent_reopened, parent_resealed, "
-                    "generation_deleted, retired_key_kept (SPEC RS2-RS5)");
+                    "generation_deleted, retired_key_kept, layout_rolled_forward, "
+                    "layout_behind (SPEC RS2-RS6)");
   Family<Counter>& ticks_family = CounterFamily(registry, "rsc_ticks_total", "Tick passes run");
   Counter& ticks = ticks_family.Add({});
   Family<Counter>& audit_failures_family = CounterFamily(

@@ -58,14 +58,17 @@
 //                                               client without `shard-lease`, admin)
 //   rsc_shards_taken_total                      stuck shards taken from their owner at the
 //                                               rebalance timeout (C8)
-//   rsc_reshard_events_total{event}             resharding events (SPEC RS2–RS5):
+//   rsc_reshard_events_total{event}             resharding events (SPEC RS2–RS6):
 //                                               parent_completed, parent_reopened (a
 //                                               completion undone), parent_resealed (a
 //                                               lost seal written again),
 //                                               generation_deleted (retired keys emptied
 //                                               to tombstones, generation dropped),
 //                                               retired_key_kept (a retired key without
-//                                               its seal: runbook 7a)
+//                                               its seal: runbook 7a), layout_rolled_forward
+//                                               (a layout found behind its seals written
+//                                               forward), layout_behind (one that could not
+//                                               be: routing fails closed, runbook 7e)
 //   rsc_reshard_parents_incomplete{stream}      gauge: sealed (not yet retired) shards
 //                                               of the stream not read to their end,
 //                                               summed over its groups, as of the last

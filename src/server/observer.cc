@@ -48,6 +48,8 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
         metrics_.OnReshardEvent(EventKindName(e.kind));
         break;
       case EventKind::kRetiredKeyKept:
+      case EventKind::kLayoutRolledForward:
+      case EventKind::kLayoutBehind:
         metrics_.OnReshardEvent(EventKindName(e.kind));
         spdlog::error("event={} stream={} shard={} detail=\"{}\"", EventKindName(e.kind),
                       key.stream, e.shard, e.detail);

@@ -37,8 +37,12 @@ class HookedAdmin : public StreamAdmin {
   Status CreateConsumerGroup(const std::string& key, const std::string& group) override {
     return inner_.CreateConsumerGroup(key, group);
   }
-  Result<bool> Seal(const std::string& key, int32_t generation) override {
-    return inner_.Seal(key, generation);
+  Result<bool> Seal(const std::string& key, int32_t generation,
+                    const std::string& successor) override {
+    return inner_.Seal(key, generation, successor);
+  }
+  std::vector<Result<StreamTop>> Tops(const std::vector<std::string>& keys) override {
+    return inner_.Tops(keys);
   }
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override {
     Result<GroupProgress> p = inner_.Progress(key, group);

@@ -50,12 +50,12 @@ TEST(RedisStreamAdminSeal, WithoutReplicasItDoesNotWait) {
   auto ex = ExecutorFor(p);
   RedisStreamAdmin admin(*ex, 20s);
   const auto start = std::chrono::steady_clock::now();
-  auto wrote = admin.Seal("{orders:0}", 0);
+  auto wrote = admin.Seal("{orders:0}", 0, "");
   ASSERT_TRUE(wrote.ok()) << wrote.error().message;
   EXPECT_TRUE(*wrote);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s)
       << "a seal on a server without replicas waited for WAIT's timeout";
-  auto again = admin.Seal("{orders:0}", 0);
+  auto again = admin.Seal("{orders:0}", 0, "");
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_FALSE(*again) << "already sealed";
 }
@@ -71,7 +71,7 @@ TEST(RedisStreamAdminReads, ProgressesAndBacklogsAnswerPerKeyInOrder) {
   RedisStreamAdmin admin(*ex);
   ASSERT_TRUE(cli->Run({"XADD", "{o:nogroup}", "*", "k", "v"}).ok());
   ASSERT_TRUE(admin.CreateConsumerGroup("{o:done}", "g").ok());
-  ASSERT_TRUE(admin.Seal("{o:done}", 0).ok());
+  ASSERT_TRUE(admin.Seal("{o:done}", 0, "").ok());
   ASSERT_TRUE(cli->Run({"XREADGROUP", "GROUP", "g", "c", "STREAMS", "{o:done}", ">"}).ok());
   ASSERT_TRUE(cli->Run({"XACK", "{o:done}", "g", kSealId}).ok());
   ASSERT_TRUE(admin.CreateConsumerGroup("{o:busy}", "g").ok());
@@ -144,7 +144,7 @@ TEST_F(WithReplica, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
   auto ex = ExecutorFor(master);
   RedisStreamAdmin admin(*ex, 300ms);
 
-  auto sealed = admin.Seal("{orders:0}", 0);  // acknowledged
+  auto sealed = admin.Seal("{orders:0}", 0, "");  // acknowledged
   ASSERT_TRUE(sealed.ok()) << sealed.error().message
                            << "\nmaster: " << mcli->Run({"INFO", "replication"}).str
                            << "\nreplica: " << rcli->Run({"INFO", "replication"}).str << "\n"
@@ -153,7 +153,7 @@ TEST_F(WithReplica, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
   EXPECT_TRUE(EndsWithSeal(*rcli, "{orders:0}")) << "WAIT returned before the replica had it";
 
   replica->Pause();
-  auto unacked = admin.Seal("{orders:1}", 0);
+  auto unacked = admin.Seal("{orders:1}", 0, "");
   replica->Resume();
   ASSERT_FALSE(unacked.ok()) << "a seal no replica acknowledged was reported done";
   EXPECT_EQ(unacked.error().code, ErrorCode::kRedisUnavailable);
@@ -161,7 +161,7 @@ TEST_F(WithReplica, ASealCountsOnlyOnceAReplicaAcknowledgedIt) {
       << unacked.error().message;
   ASSERT_TRUE(WaitFor([&] { return EndsWithSeal(*rcli, "{orders:1}"); }, 10s,
                       "the resumed replica to receive the seal"));
-  auto found = admin.Seal("{orders:1}", 0);
+  auto found = admin.Seal("{orders:1}", 0, "");
   ASSERT_TRUE(found.ok()) << found.error().message;
   EXPECT_FALSE(*found) << "the seal was written by the first call";
 }

@@ -126,6 +126,11 @@ class StreamsBackend {
   // The coordinator's emptying of a retired key (RS5): 1 when it is a tombstone afterwards,
   // 0 when it was kept (an entry follows where the seal was).
   virtual int64_t TrimSealed(const std::string& stream) = 0;
+  // XINFO STREAM as the coordinator reads it (RS6, StreamAdmin::Tops).
+  virtual StreamTop Top(const std::string& stream) = 0;
+  // The seal carrying the generation after it (`rsc-next`, RS6).
+  virtual StreamReply SealWithSuccessor(const std::string& stream,
+                                        const std::string& successor) = 0;
   virtual StateView State(const std::string& stream, const std::string& group) = 0;
 };
 
@@ -178,6 +183,10 @@ class ModelBackend : public StreamsBackend {
   }
   int64_t TrimSealed(const std::string& stream) override {
     return Apply(sim::TrimSealed(primary_, stream)).count;
+  }
+  StreamTop Top(const std::string& stream) override { return sim::TopOf(primary_, stream); }
+  StreamReply SealWithSuccessor(const std::string& stream, const std::string& successor) override {
+    return Apply(sim::XAddSeal(primary_, stream, 1, successor));
   }
   StateView State(const std::string& stream, const std::string& group) override {
     return View(primary_, stream, group);
@@ -373,6 +382,27 @@ class RedisBackend : public StreamsBackend {
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
     return r.ok() && *r ? 1 : 0;
   }
+  // The product's code (redis_stream_admin.cc) for both.
+  StreamTop Top(const std::string& stream) override {
+    if (admin_ == nullptr) return StreamTop{};
+    std::vector<Result<StreamTop>> r = admin_->Tops({stream});
+    EXPECT_TRUE(r.size() == 1 && r[0].ok())
+        << (r.size() == 1 && !r[0].ok() ? r[0].error().message : "");
+    return r.size() == 1 && r[0].ok() ? *r[0] : StreamTop{};
+  }
+  StreamReply SealWithSuccessor(const std::string& stream, const std::string& successor) override {
+    StreamReply out;
+    if (admin_ == nullptr) return out;
+    Result<bool> r = admin_->Seal(stream, 1, successor);
+    if (!r.ok()) {
+      out.error = r.error().message;
+    } else if (*r) {
+      out.added = StreamId::Max();
+      out.count = 1;
+      last_ms_[stream] = INT64_MAX;
+    }
+    return out;
+  }
   StateView State(const std::string& stream, const std::string& group) override {
     StateView v;
     v.exists = Run({"EXISTS", stream}).integer == 1;
@@ -531,6 +561,17 @@ class Tracer {
   void State(const std::string& stream, const std::string& group) {
     Line(fmt::format("STATE {} {}", stream, group), Str(b_.State(stream, group)));
   }
+  void Top(const std::string& stream) {
+    StreamTop top = b_.Top(stream);
+    Line(fmt::format("TOP {}", stream),
+         fmt::format("exists={} length={} sealed={} seal-generation={} successor='{}'", top.exists,
+                     top.length, top.sealed, top.seal_generation, top.successor));
+  }
+  void SealWithSuccessor(const std::string& stream, const std::string& successor) {
+    StreamReply r = b_.SealWithSuccessor(stream, successor);
+    Line(fmt::format("SEAL {} rsc-next '{}'", stream, successor),
+         r.ok() ? fmt::format("wrote={}", r.count) : Err(r));
+  }
   void TrimSealed(const std::string& stream) {
     Line(fmt::format("TRIM-IF-SEALED {}", stream), std::to_string(b_.TrimSealed(stream)));
   }
@@ -590,6 +631,25 @@ const std::vector<NamedScript>& Scripts() {
          t.ReadNew(kS, kG, "c1", 10);
          t.ReadPending(kS, kG, "c1", StreamId::Max(), 10);
          t.State(kS, kG);
+       }},
+      // SPEC RS6: what the coordinator reads of a stream's end to find a layout behind its
+      // streams: missing, an entry on top, the seal with its successor (written once; a
+      // second seal writes nothing), then a tombstone (sealed, no entry, no successor).
+      {"TheTopOfAStreamShowsItsSealAndTheGenerationAfterIt",
+       [](Tracer& t) {
+         t.Top(kS);
+         t.Create(kS, kG);
+         t.Top(kS);
+         t.Add(kS, kBase + 10, "a", 1);
+         t.Top(kS);
+         t.SealWithSuccessor(kS, "2 jump-xxh64 8 4 -");
+         t.Top(kS);
+         t.SealWithSuccessor(kS, "3 jump-xxh64 12 4 -");
+         t.Top(kS);
+         t.TrimSealed(kS);
+         t.Top(kS);
+         t.SealWithSuccessor(kS2, "");
+         t.Top(kS2);
        }},
       // SPEC RS5: a retired key is emptied only while it ends with its seal, and stays a
       // tombstone: no entries, the maximum last ID, so `XADD *` (with or without NOMKSTREAM)
@@ -932,6 +992,21 @@ TEST(StreamsContractExpectations, ModelAnswers) {
   EXPECT_EQ(ids[3], fmt::format("XADD {} @3 -> {}-1", kS, kBase + 5));
   EXPECT_EQ(ids[5], fmt::format("XADD {} @5 -> {}-3", kS, kBase + 5));
   EXPECT_EQ(ids[8], fmt::format("XADD {} @{} -> 0-1", kS2, -kBase));
+
+  auto top = ModelTrace("TheTopOfAStreamShowsItsSealAndTheGenerationAfterIt");
+  ASSERT_EQ(top.size(), 13u);
+  EXPECT_EQ(top[0], fmt::format("TOP {} -> exists=false length=0 sealed=false seal-generation=-1 "
+                                "successor=''",
+                                kS));
+  EXPECT_EQ(top[6], fmt::format("TOP {} -> exists=true length=2 sealed=true seal-generation=1 "
+                                "successor='2 jump-xxh64 8 4 -'",
+                                kS));
+  EXPECT_EQ(top[7], fmt::format("SEAL {} rsc-next '3 jump-xxh64 12 4 -' -> wrote=0", kS));
+  EXPECT_EQ(top[8], top[6]) << "a second seal changes nothing";
+  EXPECT_EQ(top[10], fmt::format("TOP {} -> exists=true length=0 sealed=true seal-generation=-1 "
+                                 "successor=''",
+                                 kS))
+      << "a tombstone: sealed, nothing to read the successor from";
 
   auto nogroup = ModelTrace("NoGroupOnMissingStreamOrGroup");
   ASSERT_GE(nogroup.size(), 5u);
