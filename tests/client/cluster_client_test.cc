@@ -714,7 +714,7 @@ const std::vector<std::string> kCoordinatorAcl = {
     "+type", "+get", "+set", "+del", "+zadd", "+zrem", "+zscore", "+zcard", "+zrange",
     "+zrangebyscore",
     "+sadd", "+srem", "+smembers", "+sismember", "+scan",
-    "+xadd", "+xgroup|create", "+xinfo|groups", "+xpending", "+xrevrange", "+xtrim", "+wait",
+    "+xadd", "+xgroup|create", "+xinfo|groups", "+xinfo|stream", "+xpending", "+xrevrange", "+xtrim", "+wait",
     "+info", "+command|info", "+config|get", "+ping", "+select",
     "+cluster|slots", "+cluster|nodes", "+asking"};
 const std::vector<std::string> kClientAcl = {
