@@ -411,7 +411,9 @@ TEST_F(ReaderRedisTest, AnAbandonCutsABlockedReadEvenWhenRedisIsUnreachable) {
   port_ = std::make_unique<ReaderRedis>(
       via, [this](uint64_t token, ReaderReply reply) { recorder_.Add(token, std::move(reply)); });
   port_->Submit(1, Config("A"), Live(60000));
-  port_->Submit(2, Config("B"), Live(60000));
+  // B blocks 5 s, so a re-read the port sends while the link is still blackholed (below)
+  // ends at its reply timeout (block + command timeout, 7 s), not after a minute.
+  port_->Submit(2, Config("B"), Live(5000));
   port_->Start();
   ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "the combined read blocks"));
   rsc::testing::ProxyFaults faults;
@@ -426,9 +428,27 @@ TEST_F(ReaderRedisTest, AnAbandonCutsABlockedReadEvenWhenRedisIsUnreachable) {
   EXPECT_EQ(recorder_.Count(2), 0u) << "the other reader was failed instead of carried over";
   proxy.SetFaults(rsc::testing::ProxyFaults{});
   const std::string id = Xadd("B", "b");
-  ASSERT_TRUE(Answered(2, 1, 10s, "B reads on after the cut and gets its entry"));
-  ASSERT_EQ(recorder_.Of(2)[0].reply.kind, ReaderReply::Kind::kOk);
-  EXPECT_EQ(recorder_.Of(2)[0].reply.entries[0].id, id);
+  // B reads on. Its next read may have left while the link was still blackholed (the port
+  // re-reads at once, and the test clears the fault only afterwards): that read ends with a
+  // transport error at its reply timeout — the blackhole's doing, not the cut's — and B,
+  // submitted again as its reader would, gets the entry (seen once in CI under load).
+  size_t seen = 0;
+  bool got = false;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (!got && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(Answered(2, seen + 1, 15s, "B is answered after the cut"));
+    const ReaderReply r = recorder_.Of(2)[seen].reply;  // Of() returns a copy
+    ++seen;
+    if (r.kind == ReaderReply::Kind::kOk && !r.entries.empty()) {
+      EXPECT_EQ(r.entries[0].id, id);
+      got = true;
+    } else {
+      EXPECT_NE(r.kind, ReaderReply::Kind::kOk) << "an empty OK for a read with an entry there";
+      port_->Submit(2, Config("B"), Live(5000));
+    }
+  }
+  EXPECT_TRUE(got) << "B never read its entry after the cut";
+  EXPECT_LE(seen, 2u) << "more than the one read the blackhole could have swallowed failed";
 }
 
 // The command connection pipelines everything queued; each token's replies come in its
