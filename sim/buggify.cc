@@ -44,6 +44,9 @@ const std::vector<SiteSpec>& AllSites() {
       {"producer.crash", 0.4, "kill a producer and restart it"},
       {"producer.clock_jump", 0.25, "a producer's monotonic clock jumps forward"},
       {"operator.fence", 0.25, "an operator fences a random member"},
+      // Last, so every other site's draw for a seed stays what it was.
+      {"redis.layout_rollback", 0.5,
+       "reshard runs: the layout hash alone goes back to before the last reshard (RS6)"},
   };
   return kSites;
 }
@@ -122,6 +125,10 @@ const std::vector<ProbeSpec>& AllProbes() {
        "an export from before a reshard was restored into the current layout (D3)", false},
       {"steady_renewal_after_stall",
        "a coordinator paused between a steady decision and its renewal", false},
+      {"layout_rolled_forward",
+       "a layout put back past a reshard was written forward from its seals (RS6)", false},
+      {"layout_found_behind",
+       "a layout was found behind its streams and could not be rolled forward (RS6)", false},
   };
   return kProbes;
 }

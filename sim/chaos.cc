@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/codec.h"
+#include "core/layout_codec.h"
 #include "core/protocol_json.h"
 #include "sim/simulation_internal.h"
 
@@ -113,6 +114,7 @@ void Simulation::OperatorReshard() {
         if (r.status != 200) return r.status != 0 && r.status < 500;  // 404: not created yet
         Result<StreamView> view = ParseStreamView(r.body);
         if (!view.ok()) return true;
+        layout_before_reshard_ = redis_.LayoutHash(kStream);
         ReshardRequest rr;
         rr.expected_layout_revision = view->revision;
         rr.shard_count = static_cast<int32_t>(world_.rng().Uniform(1, 16));
@@ -136,6 +138,38 @@ void Simulation::OperatorReshard() {
         return true;
       },
       3);
+}
+
+void Simulation::LayoutRollback() {
+  if (phase_ != Phase::kSafety || !layout_before_reshard_) return;
+  LayoutHashFields f;
+  auto field = [&](const char* name) -> std::optional<std::string> {
+    auto it = layout_before_reshard_->fields.find(name);
+    if (it == layout_before_reshard_->fields.end()) return std::nullopt;
+    return it->second;
+  };
+  f.layout = field("layout");
+  f.revision = field("revision");
+  f.schema_version = field("schemaVersion");
+  Result<StoredLayout> before = DecodeLayoutHash(kStream, f);
+  const std::optional<Layout> now = redis_.PeekLayout(kStream);
+  if (!before.ok() || !now || before->layout.Active() == nullptr) return;
+  const int32_t active = before->layout.Active()->generation;
+  // Every generation it names is still in the stream and not retired: a retired one's keys
+  // become tombstones, whose seals name no successor (that case fails closed, runbook 7e,
+  // and is a core and integration test, not a run the simulator can heal from).
+  for (const Generation& b : before->layout.generations) {
+    bool kept = false;
+    for (const Generation& g : now->generations) {
+      kept = kept || (g.generation == b.generation && g.state != GenerationState::kRetired);
+    }
+    if (!kept) return;
+  }
+  if (now->generations == before->layout.generations) return;
+  redis_.PutLayoutBack(kStream, *layout_before_reshard_);
+  world_.Fault("layout_rollback",
+               fmt::format("layout hash put back to revision {} (ACTIVE generation {})",
+                           before->revision.value(), active));
 }
 
 void Simulation::OperatorFence(const std::string& member) {

@@ -332,6 +332,12 @@ class SimCoordinator::Observer : public ServiceObserver {
         case EventKind::kGenerationDeleted:
           w_.probes().Hit("generation_deleted");
           break;
+        case EventKind::kLayoutRolledForward:
+          w_.probes().Hit("layout_rolled_forward");
+          break;
+        case EventKind::kLayoutBehind:
+          w_.probes().Hit("layout_found_behind");
+          break;
         case EventKind::kShardTaken:
           w_.probes().Hit("shard_taken");
           break;

@@ -128,6 +128,19 @@ std::optional<Layout> SimRedis::PeekLayout(const std::string& stream) {
   return (*r)->layout;
 }
 
+std::optional<MemoryStore::Hash> SimRedis::LayoutHash(const std::string& stream) const {
+  auto it = primary_.data().layouts.find(stream);
+  if (it == primary_.data().layouts.end()) return std::nullopt;
+  return it->second;
+}
+
+void SimRedis::PutLayoutBack(const std::string& stream, const MemoryStore::Hash& hash) {
+  MemoryStore::Data d = primary_.data();
+  d.layouts[stream] = hash;
+  primary_.ReplaceData(std::move(d));
+  ReplicateMeta();
+}
+
 std::map<std::string, TimeMs> SimRedis::PeekLiveness(const GroupKey& key) const {
   auto it = primary_.data().live.find(key.Tag());
   return it == primary_.data().live.end() ? std::map<std::string, TimeMs>{} : it->second;

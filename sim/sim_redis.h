@@ -93,6 +93,11 @@ class SimRedis {
   bool HasMetadata(const GroupKey& key) const;
   // The primary's layout of `stream`, read directly (nullopt if missing or unreadable).
   std::optional<Layout> PeekLayout(const std::string& stream);
+  // The primary's layout hash of `stream` as stored (nullopt if missing).
+  std::optional<MemoryStore::Hash> LayoutHash(const std::string& stream) const;
+  // RS6's case: the layout hash alone put back to `hash` (a RESTORE by hand; on a cluster a
+  // failover of the layout's master), on the primary and replicated like any write.
+  void PutLayoutBack(const std::string& stream, const MemoryStore::Hash& hash);
 
   // ── streams ──
   StreamReply Stream(const std::function<StreamOp(Streams&)>& op);

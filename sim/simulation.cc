@@ -353,6 +353,15 @@ SimResult Simulation::Run() {
     // SPEC RS4: reshards (grow and shrink) under every fault of the safety phase.
     world_.At(p_.safety_ms * rng.Uniform(10, 80) / 100, [this] { OperatorReshard(); });
   }
+  if (p_.reshards > 0 && world_.buggify().Enabled("redis.layout_rollback")) {
+    // SPEC RS6: the layout hash alone goes back past a reshard. Drawn from a generator of
+    // its own, so every other draw of the seed stays what it was.
+    Rng own(opt_.seed ^ 0x6c61796f75745f72ULL);
+    const int64_t n = own.Uniform(1, 3);
+    for (int64_t i = 0; i < n; ++i) {
+      world_.At(p_.safety_ms * own.Uniform(15, 95) / 100, [this] { LayoutRollback(); });
+    }
+  }
 
   for (int i = 0; i < p_.consumers; ++i) {
     auto s = std::make_unique<ConsumerSlot>();

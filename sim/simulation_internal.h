@@ -136,6 +136,9 @@ class Simulation : public Services {
   void OperatorFence(const std::string& member);
   // POST /v1/streams/{P}/reshard to 1–16 shards with the current layout revision.
   void OperatorReshard();
+  // RS6: puts the layout hash back to `layout_before_reshard_` when the generation it names
+  // ACTIVE is still in the stream (not retired: a tombstone names no successor).
+  void LayoutRollback();
   std::string DumpState();
 
   const SimOptions opt_;
@@ -170,6 +173,7 @@ class Simulation : public Services {
   std::vector<std::unique_ptr<SimProducer>> producers_;
 
   std::string export_;
+  std::optional<MemoryStore::Hash> layout_before_reshard_;  // as it was before the last reshard
   bool repair_pending_ = false;
   bool key_deleted_ = false;  // a DEL is pending or done, and no restore happened since
   bool deleting_ = false;     // the DEL waits for a moment with no coordinator inside
