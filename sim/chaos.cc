@@ -276,6 +276,20 @@ void Simulation::DeleteWhenQuiet(int attempts) {
 // view is now ahead of the store — their last answer's (version, lineage) is not in the
 // restored history — or whose member's deadline went back. Those are the ones a coordinator
 // cannot know about until they report (sim/checkers.h: kTaint).
+namespace {
+// A heartbeat answer's (version, lineage) the store `now` does not have: above its version,
+// or a version its lineage history names with another token.
+bool ViewAheadOf(const std::optional<GroupMetadata>& now, int64_t version,
+                 const std::string& lineage) {
+  if (version <= 0) return false;
+  if (!now || version > now->version.value()) return true;
+  for (const LineageEntry& h : now->lineage_history) {
+    if (h.version.value() == version && h.token != lineage) return true;
+  }
+  return false;
+}
+}  // namespace
+
 void Simulation::TaintWhoseViewWentBack(int64_t revision_before,
                                         const std::map<std::string, TimeMs>& live_before) {
   const std::optional<GroupMetadata> now = redis_.PeekMetadata(key_);
@@ -286,6 +300,9 @@ void Simulation::TaintWhoseViewWentBack(int64_t revision_before,
     if (it == live_now.end() || it->second < deadline) deadline_back.insert(member);
   }
   if (redis_.RevisionOf(key_) == revision_before && deadline_back.empty()) return;
+  view_rollback_at_ = world_.now();
+  view_rollback_deadline_back_ = deadline_back;
+  view_rollback_tainted_.clear();
   struct Seen {
     std::string member;
     int64_t version = -1;
@@ -302,23 +319,37 @@ void Simulation::TaintWhoseViewWentBack(int64_t revision_before,
     }
   }
   for (const auto& [proc, seen] : last) {
-    bool ahead = deadline_back.count(seen.member) > 0;
-    if (!ahead && seen.version > 0) {
-      if (!now || seen.version > now->version.value()) {
-        ahead = true;
-      } else {
-        for (const LineageEntry& h : now->lineage_history) {
-          if (h.version.value() == seen.version && h.token != seen.lineage) ahead = true;
-        }
-      }
-    }
+    const bool ahead =
+        deadline_back.count(seen.member) > 0 || ViewAheadOf(now, seen.version, seen.lineage);
     if (!ahead) continue;
+    view_rollback_tainted_.insert(proc);
     HistEvent t;
     t.kind = HistKind::kTaint;
     t.proc = proc;
     t.member = seen.member;
     world_.Emit(std::move(t));
   }
+}
+
+// Seed 14721432028603566224: a join was committed, the failover lost it, and the answer
+// (decided before, delayed by a slow Redis call) reached the consumer after it: a grant
+// the store no longer has, held by a process no earlier taint could name.
+void Simulation::TaintAnswerAcrossRollback(const HistEvent& e) {
+  if (e.kind != HistKind::kHeartbeat || view_rollback_at_ < 0 || e.sent_us < 0) return;
+  if (e.sent_us >= view_rollback_at_ * 1000) return;     // sent after it: decided on what is left
+  if (view_rollback_tainted_.count(e.proc) > 0) return;  // tainted by the rollback already
+  const bool ahead = view_rollback_deadline_back_.count(e.member) > 0 ||
+                     ViewAheadOf(redis_.PeekMetadata(key_), e.version, e.lineage);
+  if (!ahead) return;
+  view_rollback_tainted_.insert(e.proc);
+  world_.probes().Hit("answer_across_rollback_tainted");
+  HistEvent t;
+  t.kind = HistKind::kTaint;
+  t.proc = e.proc;
+  t.member = e.member;
+  // Stamped at the rollback, as if heard just before it: an answer to a request sent after
+  // the rollback still lifts it (sim/checkers.h kTaint). `e` is not used after this.
+  world_.EmitAt(std::move(t), view_rollback_at_);
 }
 
 void Simulation::AfterRollback() {

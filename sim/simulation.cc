@@ -321,6 +321,7 @@ SimResult Simulation::Run() {
   cc.check_deliveries_in_lease = true;  // one clock: the lease check and the stamp agree
   world_.SetChecker(cc);
   world_.set_trace(opt_.trace);
+  world_.set_observer([this](const HistEvent& e) { TaintAnswerAcrossRollback(e); });
   redis_.set_max_lag_ms(p_.max_lag_ms);
   Rng& rng = world_.rng();
 

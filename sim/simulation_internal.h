@@ -124,6 +124,9 @@ class Simulation : public Services {
   void AfterRollback();
   void TaintWhoseViewWentBack(int64_t revision_before,
                               const std::map<std::string, TimeMs>& live_before);
+  // An answer to a heartbeat sent before the last rollback that went back, heard after it,
+  // was decided on what the rollback may have lost: tainted as if heard just before it.
+  void TaintAnswerAcrossRollback(const HistEvent& e);
   std::vector<std::string> Nodes() const;
   void RandomLink(std::string* a, std::string* b);
 
@@ -152,6 +155,11 @@ class Simulation : public Services {
   TimeMs end_at_ = -1;
   TimeMs drain_cap_ = -1;  // the end waits for the last deliveries until then at most
   TimeMs last_rollback_ = -1'000'000;
+  // The last rollback whose taint ran (TaintWhoseViewWentBack) and the members whose
+  // liveness deadline it put back.
+  TimeMs view_rollback_at_ = -1;
+  std::set<std::string> view_rollback_deadline_back_;
+  std::set<std::string> view_rollback_tainted_;  // procs it tainted (at the time or later)
 
   std::unique_ptr<Decider> mutant_decider_;  // sim/mutants.h; null in a correct run
   CoordContext coord_ctx_;

@@ -59,6 +59,7 @@ void World::EmitAt(HistEvent e, TimeMs t) {
       stopped_ = true;
     }
   }
+  if (observer_) observer_(history_.back());
 }
 
 void World::Fault(const std::string& kind, const std::string& note, const std::string& member) {

@@ -73,6 +73,10 @@ class World {
   const std::map<std::string, int64_t>& fault_counts() const { return fault_counts_; }
   // Print every event as it happens (the CLI's --trace).
   void set_trace(FILE* out) { trace_ = out; }
+  // Called with every event after the checker has seen it (the simulation's own bookkeeping:
+  // e.g. it taints an answer that crossed a rollback). It may emit events itself; the event
+  // it was given is then no longer valid (the history grew).
+  void set_observer(std::function<void(const HistEvent&)> fn) { observer_ = std::move(fn); }
 
   // ── outcome ──
   bool stopped() const { return stopped_; }
@@ -108,6 +112,7 @@ class World {
   bool stopped_ = false;
   std::map<std::string, int64_t> fault_counts_;
   FILE* trace_ = nullptr;
+  std::function<void(const HistEvent&)> observer_;
   ClientMutant mutant_;
 };
 

@@ -394,5 +394,17 @@ TEST(Mutants, EveryRunTimeMutantIsListed) {
   EXPECT_EQ(FindMutant("no_such_mutant"), nullptr);
 }
 
+// Found by the CI run's sweep (checker gap): a join was committed at 34.918 s, a failover at
+// 35.062 s lost it, and the answer — decided before, held up by a slow Redis call — reached
+// the consumer at 35.281 s. The rollback's taint looked only at answers already heard, so a
+// second consumer granted the same shards by the rolled-back store looked like S1. The
+// documented window of a lost grant (no WAIT on grants, docs/protocol.md) is the same
+// whether the answer arrives just before the failover or just after: the simulation now
+// taints an answer to a request sent before the rollback whose view the store lost
+// (TaintAnswerAcrossRollback, probe answer_across_rollback_tainted).
+TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverIsTainted) {
+  ExpectPassesReaching(14721432028603566224ULL, "answer_across_rollback_tainted");
+}
+
 }  // namespace
 }  // namespace rsc::sim
