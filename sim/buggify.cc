@@ -129,6 +129,9 @@ const std::vector<ProbeSpec>& AllProbes() {
        "a layout put back past a reshard was written forward from its seals (RS6)", false},
       {"layout_found_behind",
        "a layout was found behind its streams and could not be rolled forward (RS6)", false},
+      {"newest_generation_after_heal",
+       "a generation newer than at the heal appeared (a layout rolled forward) and L1 judges it",
+       false},
       {"answer_across_rollback_tainted",
        "a heartbeat answer decided before a rollback arrived after it and was tainted", false},
   };

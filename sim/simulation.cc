@@ -293,19 +293,40 @@ void Simulation::CheckHealed() {
   if (std::optional<Layout> l = redis_.PeekLayout(kStream)) {
     // L1 judges the newest generation (a PREPARING one becomes ACTIVE on the next tick):
     // the sealed ones are read to their end and owned by no one.
-    std::vector<int32_t> ids;
-    for (const LayoutShard& sh : l->generations.back().shards) ids.push_back(sh.id);
     // (Once resharded, also when older generations were deleted and dropped, RS5.)
-    if (l->generations.back().generation != 0) {
-      world_.Fault("shards", "the newest generation", fmt::format("{}", fmt::join(ids, ",")));
-    }
+    judged_generation_ = l->generations.back().generation;
+    if (judged_generation_ != 0) JudgeNewestGeneration(*l);
   }
   world_.Fault("heal", "all");
+  WatchNewestGeneration();
   world_.At(end_at_ - p_.tail_ms, [this] {
     for (SimProducer* pr : producer_current_) {
       if (pr) pr->StopPublishing();
     }
   });
+}
+
+void Simulation::JudgeNewestGeneration(const Layout& l) {
+  std::vector<int32_t> ids;
+  for (const LayoutShard& sh : l.generations.back().shards) ids.push_back(sh.id);
+  world_.Fault("shards", "the newest generation", fmt::format("{}", fmt::join(ids, ",")));
+}
+
+// Seed 20263872: a layout put back past a reshard shortly before the heal named only the
+// sealed generation then; the coordinator rolled it forward after the heal (RS6), and L1
+// kept judging the sealed shards, read to their end and owned by no one. A newer generation
+// appearing after the heal is judged from then on (a kFault after the heal re-arms L1 from
+// it; a roll-forward that never comes still fails L1 on the sealed shards).
+void Simulation::WatchNewestGeneration() {
+  if (phase_ != Phase::kLiveness) return;
+  if (std::optional<Layout> l = redis_.PeekLayout(kStream)) {
+    if (l->generations.back().generation > judged_generation_) {
+      judged_generation_ = l->generations.back().generation;
+      world_.probes().Hit("newest_generation_after_heal");
+      JudgeNewestGeneration(*l);
+    }
+  }
+  world_.After(100, [this] { WatchNewestGeneration(); });
 }
 
 SimResult Simulation::Run() {

@@ -119,6 +119,10 @@ class Simulation : public Services {
   void ExportTick();
   void BeginHeal();
   void CheckHealed();
+  // L1 judges the stream's newest generation (a kFault "shards" naming its ids); after the
+  // heal, a newer one (a layout rolled forward, RS6) is judged from when it appears.
+  void JudgeNewestGeneration(const Layout& l);
+  void WatchNewestGeneration();
   void RecordLost(const std::vector<LostEntry>& lost);
   void DeleteWhenQuiet(int attempts);
   void AfterRollback();
@@ -157,6 +161,7 @@ class Simulation : public Services {
   TimeMs last_rollback_ = -1'000'000;
   // The last rollback whose taint ran (TaintWhoseViewWentBack) and the members whose
   // liveness deadline it put back.
+  int32_t judged_generation_ = 0;  // the generation L1 judges (WatchNewestGeneration)
   TimeMs view_rollback_at_ = -1;
   std::set<std::string> view_rollback_deadline_back_;
   std::set<std::string> view_rollback_tainted_;  // procs it tainted (at the time or later)

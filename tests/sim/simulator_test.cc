@@ -406,5 +406,14 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
   ExpectPassesReaching(14721432028603566224ULL, "answer_across_rollback_tainted");
 }
 
+// Found by a 25-minute sweep (simulator bug, L1): a layout put back past a reshard 5 s before
+// the heal still named only the sealed generation at the heal, so L1 judged the sealed
+// shards; the coordinator rolled the layout forward 0.3 s after the heal (RS6) and those
+// shards, read to their end, were owned by no one. L1 now judges a generation that appears
+// after the heal from when it appears (Simulation::WatchNewestGeneration).
+TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
+  ExpectPassesReaching(20263872, "newest_generation_after_heal");
+}
+
 }  // namespace
 }  // namespace rsc::sim
