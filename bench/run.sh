@@ -17,8 +17,9 @@
 # The other flags override one size each (after --quick, whatever the order).
 #
 # Needs the benchmarks built: cmake --build build --target rsc-coordinator heartbeat_bench
-# e2e_throughput rebalance_timing coordinator_rss reshard_timing. Machines are noisy: read
-# the ratios (ours against a baseline measured in the same run), not the absolute figures.
+# e2e_throughput rebalance_timing coordinator_rss reshard_timing stream_tick_cost. Machines are
+# noisy: read the ratios (ours against a baseline measured in the same run), not the absolute
+# figures.
 # Run it under `nice -n 19` on a shared machine. See docs/performance.md.
 set -euo pipefail
 
@@ -74,7 +75,8 @@ fi
 for tool in jq redis-server redis-cli redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed" >&2; exit 1; }
 done
-for b in heartbeat_bench e2e_throughput rebalance_timing coordinator_rss reshard_timing; do
+for b in heartbeat_bench e2e_throughput rebalance_timing coordinator_rss reshard_timing \
+  stream_tick_cost; do
   [ -x "$build/bench/$b" ] || {
     echo "run.sh: $build/bench/$b is missing; build it: cmake --build $build --target $b" >&2
     exit 1
@@ -155,6 +157,7 @@ run rebalance "$bin/rebalance_timing" --kills "$kills" --scaleouts "$scaleouts" 
 run rss "$bin/coordinator_rss" --connections "$rss_connections" --groups "$rss_groups" \
   --members "$rss_members" --json "$logs/rss.json"
 run reshard "$bin/reshard_timing" --backlogs "$reshard_backlogs" --json "$logs/reshard.json"
+run stream-tick "$bin/stream_tick_cost" --shards 64,4096 --json "$logs/stream-tick.json"
 
 # ── One table ──
 jq -n \
@@ -165,7 +168,8 @@ jq -n \
   --slurpfile e2e "$logs/e2e.json" \
   --slurpfile rb "$logs/rebalance.json" \
   --slurpfile rss "$logs/rss.json" \
-  --slurpfile rs "$logs/reshard.json" '
+  --slurpfile rs "$logs/reshard.json" \
+  --slurpfile st "$logs/stream-tick.json" '
   def ratio(a; b): if b == 0 then null else a / b end;
   def row(figure; unit; ours; base; r; goal; met):
     {figure: figure, unit: unit, ours: ours, baseline: base, ratio: r, goal: goal, met: met};
@@ -227,7 +231,16 @@ jq -n \
           ratio(.during_publish_per_s; .steady_publish_per_s); "none set"; null)),
     ([$x.runs[].publish_failures] | add) as $f |
     row("publish failures seen by the producer during \($x.runs | length) reshards (RS2: seals retried inside the library)";
-        "publishes"; $f; 0; null; "= 0"; $f == 0)
+        "publishes"; $f; 0; null; "= 0"; $f == 0),
+    ($st[0][] |
+      row("stream tick of one stream, \(.shards) shards, with the RS6 read of every shard (baseline: the tick of its group)";
+          "ms"; .stream_tick_ms; .group_tick_ms; ratio(.stream_tick_ms; .group_tick_ms); "<= 2";
+          ratio(.stream_tick_ms; .group_tick_ms) <= 2)),
+    # Judged at the largest count only: at 64 shards the whole read is a fraction of a ms.
+    ($st[0] | max_by(.shards) |
+      row("RS6 read, \(.shards) shards (baseline: the same XINFO STREAM commands sent raw)";
+          "ms"; .rs6_read_ms; .xinfo_floor_ms; ratio(.rs6_read_ms; .xinfo_floor_ms); "<= 1.5";
+          ratio(.rs6_read_ms; .xinfo_floor_ms) <= 1.5))
   ]' >"$logs/rows.json"
 
 elapsed=$(($(date +%s) - started))
@@ -239,12 +252,13 @@ jq -n --slurpfile rows "$logs/rows.json" \
   --slurpfile gm "$logs/growth-members.json" --slurpfile gs "$logs/growth-shards.json" \
   --slurpfile e2e "$logs/e2e.json" --slurpfile rb "$logs/rebalance.json" \
   --slurpfile rss "$logs/rss.json" --slurpfile rs "$logs/reshard.json" \
+  --slurpfile st "$logs/stream-tick.json" \
   '{when: $stamp, network: $network, cpus: ($cpus | tonumber), quick: ($quick == "1"),
     load_average_before: $load, load_average_after: $load_after,
     seconds: ($elapsed | tonumber), logs: $logs, rows: $rows[0],
     raw: {redis_benchmark_eval: $eval[0], heartbeat: $hb[0], growth_members: $gm[0],
           growth_shards: $gs[0], e2e: $e2e[0], rebalance: $rb[0], rss: $rss[0],
-          reshard: $rs[0]}}' >"$out"
+          reshard: $rs[0], stream_tick: $st[0]}}' >"$out"
 
 echo
 echo "issue 14 benchmarks: $(nproc) CPUs, $network, load average $load_before before," \
