@@ -11,7 +11,8 @@
 # --quick: smaller sizes everywhere (under 2 minutes instead of about 6): 5 kills, 1 scale-out,
 #          1,000 connections and 10 groups × 1,000 members for the RSS, 2 s per heartbeat
 #          row, 20,000 messages once per e2e cell, 50,000 redis-benchmark requests, 2
-#          growth pairs, reshards with backlogs 0 and 10,000 (0, 10,000, 100,000 otherwise).
+#          growth pairs, reshards with backlogs 0 and 10,000 (0, 10,000, 100,000 otherwise);
+#          the stream tick keeps its 64 and 4,096 shards (a few seconds).
 # --growth-pairs N: each cost-growth row is the median over N runs of its pair (5 by
 #          default): one pair of 4-second rows moved by 2-3x from run to run here.
 # The other flags override one size each (after --quick, whatever the order).

@@ -333,14 +333,33 @@ void Simulation::TaintWhoseViewWentBack(int64_t revision_before,
 
 // Seed 14721432028603566224: a join was committed, the failover lost it, and the answer
 // (decided before, delayed by a slow Redis call) reached the consumer after it: a grant
-// the store no longer has, held by a process no earlier taint could name.
+// the store no longer has, held by a process no earlier taint could name. Only an answer
+// whose own state was committed while its request was in flight and before the rollback
+// (a kCommit of its version and lineage in [sent, rollback)) is excused: one answered
+// after the rollback from a state cached earlier (the steady_renewal_unchecked mutant's
+// bug) was committed before the request was sent, and stays judged.
 void Simulation::TaintAnswerAcrossRollback(const HistEvent& e) {
   if (e.kind != HistKind::kHeartbeat || view_rollback_at_ < 0 || e.sent_us < 0) return;
-  if (e.sent_us >= view_rollback_at_ * 1000) return;     // sent after it: decided on what is left
+  const int64_t rollback_us = view_rollback_at_ * 1000;
+  if (e.sent_us >= rollback_us) return;  // sent after it: decided on what is left
+  if (e.version <= 0) return;            // not an answer (timed out, an error status)
   if (view_rollback_tainted_.count(e.proc) > 0) return;  // tainted by the rollback already
-  const bool ahead = view_rollback_deadline_back_.count(e.member) > 0 ||
-                     ViewAheadOf(redis_.PeekMetadata(key_), e.version, e.lineage);
-  if (!ahead) return;
+  const bool lost = view_rollback_deadline_back_.count(e.member) > 0 ||
+                    ViewAheadOf(redis_.PeekMetadata(key_), e.version, e.lineage);
+  if (!lost) return;
+  bool committed_in_flight = false;
+  const History& h = world_.history();
+  // Backwards to a minute before the send: some events carry an earlier stamp than their
+  // place in the history (a publish is stamped when its XADD left), so not to the send only.
+  for (auto it = h.rbegin(); it != h.rend() && it->t_us >= e.sent_us - 60'000'000; ++it) {
+    if (it->t_us < e.sent_us) continue;
+    if (it->kind == HistKind::kCommit && it->t_us < rollback_us && it->version == e.version &&
+        it->lineage == e.lineage) {
+      committed_in_flight = true;
+      break;
+    }
+  }
+  if (!committed_in_flight) return;
   view_rollback_tainted_.insert(e.proc);
   world_.probes().Hit("answer_across_rollback_tainted");
   HistEvent t;

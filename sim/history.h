@@ -63,7 +63,10 @@ enum class HistKind {
   kLost,   // an acknowledged stream entry a rollback destroyed: shard, id (S3 excuse)
   kTaint,  // a rollback left `proc`'s view ahead of the store (its last answer's version is
            // not in the restored history, or its member's deadline went back): the simulator
-           // emits one per such process right after the rollback fault
+           // emits one per such process right after the rollback fault, and one for an
+           // answer heard later whose request was sent before the rollback and whose state
+           // was committed while it was in flight (stamped at the rollback, so it may come
+           // after events with later stamps)
 };
 
 std::string_view HistKindName(HistKind k);

@@ -324,6 +324,9 @@ void Simulation::WatchNewestGeneration() {
       judged_generation_ = l->generations.back().generation;
       world_.probes().Hit("newest_generation_after_heal");
       JudgeNewestGeneration(*l);
+      // The re-armed bound must fit in the run (Finish() judges a pending L1 check).
+      end_at_ = std::max(end_at_, world_.now() + p_.convergence_bound_ms + p_.tail_ms);
+      drain_cap_ = std::max(drain_cap_, end_at_ + 300'000);
     }
   }
   world_.After(100, [this] { WatchNewestGeneration(); });

@@ -159,9 +159,9 @@ class Simulation : public Services {
   TimeMs end_at_ = -1;
   TimeMs drain_cap_ = -1;  // the end waits for the last deliveries until then at most
   TimeMs last_rollback_ = -1'000'000;
+  int32_t judged_generation_ = 0;  // the generation L1 judges (WatchNewestGeneration)
   // The last rollback whose taint ran (TaintWhoseViewWentBack) and the members whose
   // liveness deadline it put back.
-  int32_t judged_generation_ = 0;  // the generation L1 judges (WatchNewestGeneration)
   TimeMs view_rollback_at_ = -1;
   std::set<std::string> view_rollback_deadline_back_;
   std::set<std::string> view_rollback_tainted_;  // procs it tainted (at the time or later)

@@ -400,8 +400,9 @@ TEST(Mutants, EveryRunTimeMutantIsListed) {
 // second consumer granted the same shards by the rolled-back store looked like S1. The
 // documented window of a lost grant (no WAIT on grants, docs/protocol.md) is the same
 // whether the answer arrives just before the failover or just after: the simulation now
-// taints an answer to a request sent before the rollback whose view the store lost
-// (TaintAnswerAcrossRollback, probe answer_across_rollback_tainted).
+// taints an answer to a request sent before the rollback whose view the store lost and whose
+// state was committed while it was in flight (TaintAnswerAcrossRollback, probe
+// answer_across_rollback_tainted).
 TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverIsTainted) {
   ExpectPassesReaching(14721432028603566224ULL, "answer_across_rollback_tainted");
 }
