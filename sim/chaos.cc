@@ -271,11 +271,6 @@ void Simulation::DeleteWhenQuiet(int attempts) {
   world_.Fault("key_delete", "DEL of the metadata hash");
 }
 
-// The rollback taint, as narrow as what the rollback did (issue 9): only when the group's
-// revision or a member's liveness deadline went back, and only the consumer processes whose
-// view is now ahead of the store — their last answer's (version, lineage) is not in the
-// restored history — or whose member's deadline went back. Those are the ones a coordinator
-// cannot know about until they report (sim/checkers.h: kTaint).
 namespace {
 // A heartbeat answer's (version, lineage) the store `now` does not have: above its version,
 // or a version its lineage history names with another token.
@@ -290,6 +285,11 @@ bool ViewAheadOf(const std::optional<GroupMetadata>& now, int64_t version,
 }
 }  // namespace
 
+// The rollback taint, as narrow as what the rollback did (issue 9): only when the group's
+// revision or a member's liveness deadline went back, and only the consumer processes whose
+// view is now ahead of the store — their last answer's (version, lineage) is not in the
+// restored history — or whose member's deadline went back. Those are the ones a coordinator
+// cannot know about until they report (sim/checkers.h: kTaint).
 void Simulation::TaintWhoseViewWentBack(int64_t revision_before,
                                         const std::map<std::string, TimeMs>& live_before) {
   const std::optional<GroupMetadata> now = redis_.PeekMetadata(key_);
