@@ -5,7 +5,8 @@
 // the same pass already paid before it and against Redis's own floor, in the same run:
 //
 //   stream tick  GroupService::StreamTick of a stream with one generation whose group
-//                adopted it: one layout read plus the RS6 read (all it does when idle)
+//                adopted it: one layout read, the RS6 read, and one load of the group's
+//                record (is it behind the layout?): all it does when idle
 //   RS6 read     StreamAdmin::Tops of the ACTIVE keys and the probe key, alone
 //   group tick   GroupService::Tick of the stream's one group (expiry, fencing, rounds: one
 //                load of the group's record, which has one field per shard)
