@@ -134,6 +134,14 @@ const std::vector<ProbeSpec>& AllProbes() {
        false},
       {"answer_across_rollback_tainted",
        "a heartbeat answer decided before a rollback arrived after it and was tainted", false},
+      {"shard_key_recreated",
+       "a missing key of a resharded stream's ACTIVE generation was created by the tick (D3)",
+       false},
+      {"failover_lost_layout_write",
+       "a failover lost a layout write (a reshard's prepare or activation; RS2)", false},
+      {"replica_wait_timed_out",
+       "a seal or the layout barrier was not acknowledged by the replica in time (RS2's WAIT)",
+       false},
   };
   return kProbes;
 }

@@ -459,7 +459,23 @@ void Simulation::ChaosTick() {
          const int64_t before = redis_.RevisionOf(key_);
          const auto live_before = redis_.PeekLiveness(key_);
          const size_t backlog = redis_.replication_backlog();
+         // The generations and their states: a reshard's prepare or activation the replica
+         // had not acknowledged shows here (RS2's WAIT is what keeps its seals); other layout
+         // writes (a group added, a retention stamp) do not.
+         auto generations = [this] {
+           std::string out;
+           if (auto l = redis_.PeekLayout(kStream)) {
+             for (const Generation& g : l->generations) {
+               out += fmt::format("{}:{} ", g.generation, static_cast<int>(g.state));
+             }
+           }
+           return out;
+         };
+         const std::string before_failover = generations();
          std::vector<LostEntry> lost = redis_.Failover(rng.Uniform(200, 2000));
+         if (!before_failover.empty() && generations() != before_failover) {
+           world_.probes().Hit("failover_lost_layout_write");
+         }
          world_.Fault("failover",
                       fmt::format("replica promoted: {} replication entries lost, {} stream "
                                   "entries lost, revision {} -> {}",

@@ -311,8 +311,9 @@ void SimConsumer::Redis(uint64_t reader, const client::ReaderCoreConfig& config,
   RedisExec exec;
   switch (command.kind) {
     case ReaderCommandKind::kCreateGroup:
-      exec = [stream, group](SimRedis& redis, std::function<void(StreamReply)> done) {
-        done(redis.Stream([&](Streams& s) { return XGroupCreate(s, stream, group); }));
+      exec = [stream, group, mk = config.create_key](SimRedis& redis,
+                                                     std::function<void(StreamReply)> done) {
+        done(redis.Stream([&](Streams& s) { return XGroupCreate(s, stream, group, mk); }));
       };
       break;
     case ReaderCommandKind::kAutoClaim: {

@@ -154,14 +154,43 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
     return Call<CasOutcome>(
         [&] { return redis().CompareAndSetLayout(stream, expected, next, now_ms); }, true);
   }
+  // RS2's barrier as RedisStore runs it: a write while the layout is at `revision`, then
+  // WAIT for the replica (the simulated Redis always has one).
+  Result<bool> ConfirmLayout(const std::string& stream, StoreRevision revision, TimeMs) override {
+    Written w;
+    auto r = Call<bool>(
+        [&] {
+          auto l = redis().LoadLayout(stream);
+          if (!l.ok()) return Result<bool>(l.error());
+          w = Written::Now(redis(), world());
+          return Result<bool>(l->has_value() && (*l)->revision == revision);
+        },
+        false);  // EVAL with the body in production: never NOSCRIPT
+    if (!r.ok() || !*r) return r;
+    RSC_RETURN_IF_ERROR(AwaitReplica(
+        w, fmt::format("layout of stream '{}' (revision {})", stream, revision.value())));
+    return true;
+  }
 
   // ── StreamAdmin ──
   Status CreateConsumerGroup(const std::string& key, const std::string& group) override {
     return Call<Unit>([&] { return redis().CreateConsumerGroup(key, group); }, false);
   }
+  // As RedisStreamAdmin::Seal: a written seal is acknowledged by the replica (WAIT) before
+  // it counts (RS2); a refused one (already sealed) is answered whatever WAIT says.
   Result<bool> Seal(const std::string& key, int32_t generation,
                     const std::string& successor) override {
-    return Call<bool>([&] { return redis().Seal(key, generation, successor); }, true);
+    Written w;
+    auto r = Call<bool>(
+        [&] {
+          auto sealed = redis().Seal(key, generation, successor);
+          w = Written::Now(redis(), world());
+          return sealed;
+        },
+        true);
+    if (!r.ok() || !*r) return r;
+    RSC_RETURN_IF_ERROR(AwaitReplica(w, fmt::format("seal of {}", key)));
+    return true;
   }
   // One round trip for the batch (production pipelines them per node).
   std::vector<Result<StreamTop>> Tops(const std::vector<std::string>& keys) override {
@@ -271,6 +300,44 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
     return r;
   }
 
+  // Where a write landed: its replication offset, the connection's epoch, the time.
+  struct Written {
+    uint64_t offset = 0;
+    uint64_t epoch = 0;
+    TimeMs at = 0;
+    static Written Now(SimRedis& r, World& w) { return {r.write_offset(), r.epoch(), w.now()}; }
+  };
+  // `WAIT 1 <kReplicaWaitMs>` pipelined right after the write `w` (executor.cc
+  // RunAcknowledged): the reply comes when the replica has applied the write, or at the
+  // timeout. Not acknowledged, or the connection reset meanwhile: REDIS_UNAVAILABLE, as
+  // production answers.
+  Status AwaitReplica(const Written& w, const std::string& what) {
+    World& wd = world();
+    if (redis().epoch() != w.epoch) {
+      return MakeError(ErrorCode::kRedisUnavailable, "connection reset by redis (WAIT)");
+    }
+    const TimeMs acked_at = redis().AcknowledgedAt(w.offset);
+    const TimeMs reply_at = std::min(acked_at, w.at + kReplicaWaitMs);
+    if (reply_at > wd.now()) {
+      c_.Sleep(reply_at - wd.now() + c_.ctx_.net->RedisLatency());
+      if (c_.crashed_) return Dead();
+      if (redis().epoch() != w.epoch) {
+        return MakeError(ErrorCode::kRedisUnavailable, "connection reset by redis (WAIT)");
+      }
+    }
+    if (acked_at > w.at + kReplicaWaitMs) {
+      wd.probes().Hit("replica_wait_timed_out");
+      return MakeError(
+          ErrorCode::kRedisUnavailable,
+          fmt::format("{}: the replica did not acknowledge it within {} ms (WAIT, RS2)", what,
+                      kReplicaWaitMs));
+    }
+    return OkStatus();
+  }
+  // Production's default for both waits (RedisStoreOptions::replica_wait, the stream
+  // admin's seal_wait).
+  static constexpr TimeMs kReplicaWaitMs = 1000;
+
   // BUGGIFY coord.crash_before_cas: the process dies right before a metadata write.
   bool CrashedBeforeWrite(double p, const char* when) {
     World& w = world();
@@ -337,6 +404,9 @@ class SimCoordinator::Observer : public ServiceObserver {
           break;
         case EventKind::kLayoutBehind:
           w_.probes().Hit("layout_found_behind");
+          break;
+        case EventKind::kShardKeyRecreated:
+          w_.probes().Hit("shard_key_recreated");
           break;
         case EventKind::kShardTaken:
           w_.probes().Hit("shard_taken");

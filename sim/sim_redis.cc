@@ -72,7 +72,7 @@ void SimRedis::Replicate(std::function<void(Dataset&)> fn) {
   const TimeMs lag = now < stall_until_ ? world_.rng().Uniform(stall_lag_ / 2, stall_lag_)
                                         : world_.rng().Uniform(0, max_lag_ms_);
   last_ready_ = std::max(last_ready_, now + lag);
-  log_.push_back(LogEntry{last_ready_, std::move(fn)});
+  log_.push_back(LogEntry{last_ready_, ++offset_, std::move(fn)});
   CatchUp();
 }
 
@@ -89,6 +89,15 @@ void SimRedis::CatchUp() {
     log_.front().apply(replica_);
     log_.pop_front();
   }
+}
+
+TimeMs SimRedis::AcknowledgedAt(uint64_t offset) const {
+  // The log holds the unapplied suffix in offset order; anything before its front (or an
+  // empty log) has been applied.
+  if (log_.empty() || offset < log_.front().offset) return world_.now();
+  const uint64_t i = offset - log_.front().offset;
+  if (i >= log_.size()) return world_.now();  // not a write of this epoch: nothing to wait
+  return log_[static_cast<size_t>(i)].ready;
 }
 
 void SimRedis::Stall(TimeMs until, TimeMs lag) {

@@ -142,6 +142,15 @@ class SimRedis {
   void CatchUp();
   // How far the replica is behind, in log entries (for reports).
   size_t replication_backlog() const { return log_.size(); }
+  // WAIT's model (SPEC RS2): the replication offset of the latest write (every write is
+  // one log entry; offsets count from 1), and when the
+  // replica has applied (acknowledged) offset `offset`: now or earlier if it has, the
+  // entry's due time if it will. A connection's writes precede its WAIT, so waiting for
+  // the offset of the latest write when the caller's own write ran is what `WAIT 1 t`
+  // after that write waits for. A rollback resets the connection (epoch), so a wait never
+  // spans one.
+  uint64_t write_offset() const { return offset_; }
+  TimeMs AcknowledgedAt(uint64_t offset) const;
 
  private:
   class RedisClock : public Clock {
@@ -184,10 +193,12 @@ class SimRedis {
   Dataset replica_;
   struct LogEntry {
     TimeMs ready;
+    uint64_t offset;
     std::function<void(Dataset&)> apply;
   };
   std::deque<LogEntry> log_;
   TimeMs last_ready_ = 0;
+  uint64_t offset_ = 0;  // the latest write's replication offset (WAIT)
   TimeMs max_lag_ms_ = 0;
   TimeMs stall_until_ = 0;
   TimeMs stall_lag_ = 0;

@@ -364,16 +364,6 @@ SimResult Simulation::Run() {
     world_.At(p_.schedule_t2, [this] { coord_slots_[0].desired = true; });
   }
   world_.After(rng.Uniform(0, 200), [this] { OperatorCreate(); });
-  if (p_.reshards > 0) {
-    // Not covered yet (issue 12, RS2's WAIT and RS6): a Redis rollback across a reshard — a
-    // failover that loses a seal or a layout write (seed 11941779591729769562), a snapshot
-    // taken between a reshard's prepare and its activation (8364602991614659121) — lets a
-    // producer that saw the new generation write it and then, told the rolled-back routing,
-    // the older one: read first, per-key order broken (or the newer keys orphaned). Reshard
-    // runs go without the two rollback faults until that is built.
-    world_.buggify().Disable("redis.failover");
-    world_.buggify().Disable("redis.snapshot_restore");
-  }
   for (int i = 0; i < p_.reshards; ++i) {
     // SPEC RS4: reshards (grow and shrink) under every fault of the safety phase.
     world_.At(p_.safety_ms * rng.Uniform(10, 80) / 100, [this] { OperatorReshard(); });

@@ -138,9 +138,16 @@ StreamOp XInfoGroup(Streams& s, const std::string& stream, const std::string& gr
   return op;
 }
 
-StreamOp XGroupCreate(Streams& s, const std::string& stream, const std::string& group) {
-  StreamState& st = s[stream];  // MKSTREAM
+StreamOp XGroupCreate(Streams& s, const std::string& stream, const std::string& group,
+                      bool mkstream) {
   StreamOp op;
+  if (!mkstream && !s.count(stream)) {
+    op.reply.error =
+        "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may "
+        "want to use the MKSTREAM option to create an empty stream automatically.";
+    return op;
+  }
+  StreamState& st = s[stream];
   if (st.groups.count(group)) {
     op.reply.error = "BUSYGROUP Consumer Group name already exists";
     // MKSTREAM may still have created the (empty) stream: replicate that.

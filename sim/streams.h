@@ -128,7 +128,9 @@ StreamOp TrimSealed(Streams& s, const std::string& stream);
 // XINFO GROUPS, for one group: whether it exists, its last-delivered id, its pending count
 // (in reply.cursor and reply.count; NOGROUP when the stream or the group is missing).
 StreamOp XInfoGroup(Streams& s, const std::string& stream, const std::string& group);
-StreamOp XGroupCreate(Streams& s, const std::string& stream, const std::string& group);
+// XGROUP CREATE stream group 0 [MKSTREAM]: without `mkstream` a missing key is an error.
+StreamOp XGroupCreate(Streams& s, const std::string& stream, const std::string& group,
+                      bool mkstream = true);
 StreamOp XAutoClaim(Streams& s, const std::string& stream, const std::string& group,
                     const std::string& consumer, StreamId cursor, int count);
 StreamOp XReadGroupPending(Streams& s, const std::string& stream, const std::string& group,

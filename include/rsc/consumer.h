@@ -10,13 +10,14 @@
 //   the assignment lease ends (C1, C4) and which endpoint to use next (C6); it heartbeats
 //   (POST /v1/groups/{P}/{G}/heartbeat) and drives one sans-IO reader per shard.
 // * A reader, on start, creates the shard's Redis consumer group (named G, XGROUP CREATE ...
-//   MKSTREAM), takes over every pending entry of the previous owner (XAUTOCLAIM from 0-0;
-//   XPENDING + XCLAIM on Redis < 6.2 — C7), processes them first, then reads new entries
-//   with the block capped by the remaining lease. Completed entries are XACKed after each
-//   batch. Resources do not grow with the number of shards: a timer thread, an HTTP thread,
-//   a Redis routing thread, two Redis threads with one connection each per Redis node (one
-//   server, or each master of a Redis Cluster; on one server a single blocking XREADGROUP
-//   names every shard waiting for new entries), and up to handler_threads handler threads.
+//   MKSTREAM; without MKSTREAM once the stream was resharded: the coordinator creates those
+//   keys, protocol C9 (f)), takes over every pending entry of the previous owner (XAUTOCLAIM from
+//   0-0; XPENDING + XCLAIM on Redis < 6.2 — C7), processes them first, then reads new entries with
+//   the block capped by the remaining lease. Completed entries are XACKed after each batch.
+//   Resources do not grow with the number of shards: a timer thread, an HTTP thread, a Redis
+//   routing thread, two Redis threads with one connection each per Redis node (one server, or each
+//   master of a Redis Cluster; on one server a single blocking XREADGROUP names every shard waiting
+//   for new entries), and up to handler_threads handler threads.
 // * Reshards (SPEC §13, C9): a shard of a sealed generation ends with a seal entry. It is
 //   never handed to the handler; it is XACKed, the shard is reported complete and the
 //   coordinator then assigns its children, so per-key order holds across a reshard.

@@ -345,7 +345,13 @@ void ConsumerRuntime::OnHeartbeatOutcome(const HttpOutcome& outcome) {
     last_error_.clear();
     // D2: an answer names the key of every shard it lists once the stream was resharded
     // (a sealed generation's shards are in no routing answer).
-    for (const RoutingShard& s : answer->streams) routing_[s.id] = s.stream;
+    // The latest answer says which keys the coordinator creates (C9 (f)): an answer
+    // without `streams` (a Redis restored to before the first reshard) gives them back.
+    coordinator_keys_.clear();
+    for (const RoutingShard& s : answer->streams) {
+      routing_[s.id] = s.stream;
+      coordinator_keys_.insert(s.id);
+    }
     Apply(core_.OnHeartbeatResponse(*answer, Now()), lease_before, cause);
     StartRouted();
   } else {
@@ -481,6 +487,7 @@ void ConsumerRuntime::StartReader(int32_t shard) {
   ReaderCoreConfig config = options_.reader;
   config.shard = shard;
   config.stream = routing_.at(shard);
+  config.create_key = !coordinator_keys_.contains(shard);
   config.dead_letter_stream = config.stream + options_.dead_letter_suffix;
   r->context = std::make_unique<Context>(this, r->id);
   r->core = ports_->MakeReader(std::move(config), r->context.get(), stats_, r->predecessor != 0);

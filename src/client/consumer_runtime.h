@@ -189,7 +189,8 @@ class ConsumerRuntime {
   std::map<uint64_t, std::unique_ptr<ReaderState>> readers_;  // unfinished ones
   std::map<int32_t, uint64_t> current_;                       // shard → its newest reader
   std::map<int32_t, std::string> routing_;                    // shard → stream key (C7)
-  std::set<int32_t> unrouted_;  // READING, waiting for their stream key
+  std::set<int32_t> coordinator_keys_;  // shards whose key an answer's `streams` gave (C9 f)
+  std::set<int32_t> unrouted_;          // READING, waiting for their stream key
   std::set<uint64_t> runnable_;
   std::set<std::pair<TimeMs, uint64_t>> sleeps_;  // (until, reader) of sleeping readers
   std::vector<int32_t> drained_;                  // shards to report drained to the core

@@ -355,8 +355,9 @@ ReaderAction ReaderCore::ReadOrClaim(int64_t budget_ms) {
   c.count = config_.max_batch;
   switch (stage_) {
     case Stage::kSetup:
-      // The coordinator never touches stream keys (C7): the group is ours to create, from
-      // id 0 so that entries published before any consumer existed count.
+      // C7 step 1: the group from id 0, so that entries published before any consumer
+      // existed count (the coordinator creates it too; BUSYGROUP is success). Without
+      // create_key a missing key fails this command, retried after a backoff (C9 (f)).
       c.kind = ReaderCommandKind::kCreateGroup;
       return Command(std::move(c));
     case Stage::kClaim:

@@ -7,7 +7,7 @@
 //
 // One `start` action of the ConsumerCore, in order:
 //   wait for the previous reader of the shard in this process to finish (never two readers)
-//   XGROUP CREATE <stream> <G> 0 MKSTREAM        (BUSYGROUP is fine)
+//   XGROUP CREATE <stream> <G> 0 [MKSTREAM]      (BUSYGROUP is fine; create_key)
 //   XAUTOCLAIM <stream> <G> <me> 0 <cursor> COUNT n JUSTID until the cursor is 0-0 (C7
 //       takeover; XPENDING + XCLAIM pages when the server does not know XAUTOCLAIM)
 //   XREADGROUP … STREAMS <stream> <after>      our pending entries, from 0 (claimed first)
@@ -117,6 +117,12 @@ struct ReaderCoreConfig {
   TimeMs retry_max_ms = 2000;
   std::string dead_letter_stream;
   bool observe = false;
+  // C7 step 1 with MKSTREAM: the reader may create the key. False for a shard whose key a
+  // heartbeat answer's `streams` gave (the stream was resharded, C9 (f)): the coordinator
+  // creates those keys, and a missing one means this consumer's view is ahead of Redis (a
+  // restore): creating it would let a producer that still routes there write a key read
+  // after what it then writes to the older generation.
+  bool create_key = true;
 };
 
 struct ReaderEntry {
@@ -126,7 +132,7 @@ struct ReaderEntry {
 };
 
 enum class ReaderCommandKind {
-  kCreateGroup,   // XGROUP CREATE stream G 0 MKSTREAM
+  kCreateGroup,   // XGROUP CREATE stream G 0 [MKSTREAM] (ReaderCoreConfig::create_key)
   kAutoClaim,     // XAUTOCLAIM stream G me 0 <cursor> COUNT <count> JUSTID
   kPendingPage,   // XPENDING stream G <cursor> + <count>            (before Redis 6.2)
   kClaim,         // XCLAIM stream G me 0 <ids…> JUSTID               (before Redis 6.2)

@@ -169,6 +169,7 @@ std::vector<std::string> ReaderCommandArgs(const ReaderCoreConfig& c, const Read
   const std::string count = std::to_string(cmd.count);
   switch (cmd.kind) {
     case ReaderCommandKind::kCreateGroup:
+      if (!c.create_key) return {"XGROUP", "CREATE", c.stream, c.group, "0"};
       return {"XGROUP", "CREATE", c.stream, c.group, "0", "MKSTREAM"};
     case ReaderCommandKind::kAutoClaim:
       return {"XAUTOCLAIM", c.stream, c.group, c.consumer_name, "0",

@@ -66,6 +66,8 @@ std::string_view EventKindName(EventKind k) {
       return "layout_rolled_forward";
     case EventKind::kLayoutBehind:
       return "layout_behind";
+    case EventKind::kShardKeyRecreated:
+      return "shard_key_recreated";
     case EventKind::kInvariantViolation:
       return "invariant_violation";
   }

@@ -114,6 +114,9 @@ enum class EventKind {
   // and the stream's routing fails closed until an operator restores it (runbook 7e).
   kLayoutRolledForward,
   kLayoutBehind,
+  // A key of the ACTIVE generation of a resharded stream was missing and was created with
+  // its groups' consumer groups (readers of such a stream do not create keys, C9 (f)).
+  kShardKeyRecreated,
   // A decision's next state broke an invariant: nothing written, the group fails closed
   // (METADATA_UNREADABLE) and the process keeps serving the others. Detail: the invariant.
   kInvariantViolation,

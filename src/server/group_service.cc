@@ -426,10 +426,11 @@ void GroupService::CreateShardGroups(const GroupMetadata& meta) {
   if (options_.streams == nullptr) return;
   // SPEC D3: the group's consumer group on every shard it reads, from ID 0, keys created:
   // producers send XADD … NOMKSTREAM (a missing key is stale routing), so the keys must
-  // exist before the first publish. Best effort: a failure leaves it to the readers, which
-  // create the same (XGROUP CREATE … MKSTREAM) before their first read.
+  // exist before the first publish. Best effort: a failure leaves it to the readers (of a
+  // stream never resharded) or to the stream tick, which create the same. Not the shards of
+  // a generation still PREPARING: its keys come after the seals (SealAndActivate).
   for (const ShardState& sh : meta.shards) {
-    if (sh.completed) continue;
+    if (sh.completed || sh.generation > meta.active_generation) continue;
     Status s = options_.streams->CreateConsumerGroup(sh.stream, meta.key.group);
     if (!s.ok()) {
       spdlog::warn("event=shard_group_create_failed group={} stream={} message=\"{}\"",
@@ -799,6 +800,13 @@ Status GroupService::SealAndActivate(const StoredLayout& stored) {
     }
   }
   if (!preparing) return OkStatus();
+  // The new generation's keys are created only now, every seal written: a Redis rolled
+  // back to before this point (a snapshot restore, a failover) has none of them, so a
+  // producer that saw the generation ACTIVE and still routes to it is refused (`XADD …
+  // NOMKSTREAM`, D3) and refreshes, rather than writing keys read after the entries it
+  // then writes to the unsealed parents (per-key order, RS4). Past this point every seal
+  // is there, and parents refuse it.
+  RSC_RETURN_IF_ERROR(PrepareGeneration(l));
   std::optional<Layout> next = DecideActivate(l, tokens_.NewToken());
   if (!next) return OkStatus();
   auto cas = store_.CompareAndSetLayout(l.stream, stored.revision, *next, clock_.NowMs());
@@ -854,6 +862,7 @@ Result<bool> GroupService::CheckBehind(const StoredLayout& stored) {
   }
   if (!d.behind) {
     clear();
+    RSC_RETURN_IF_ERROR(RecreateMissingKeys(l, *active, tops));
     return false;
   }
   bool changed = false;
@@ -868,6 +877,29 @@ Result<bool> GroupService::CheckBehind(const StoredLayout& stored) {
                        {Event{EventKind::kLayoutBehind, "", -1, *d.behind}});
   }
   return false;
+}
+
+Status GroupService::RecreateMissingKeys(const Layout& l, const Generation& active,
+                                         const std::vector<StreamTop>& tops) {
+  // Readers of a resharded stream never create keys (C9 (f)); producers send NOMKSTREAM.
+  // So a key of the ACTIVE generation that is gone (an operator's DEL, a best-effort group
+  // creation that failed) is created here, with every group's consumer group. It is never
+  // the layout being ahead of Redis: the keys were created before the generation was
+  // activated, and on one server a rollback that loses them loses the activation too.
+  if ((l.generations.size() < 2 && active.generation == 0) || l.groups.empty()) return OkStatus();
+  for (size_t i = 0; i < tops.size() && i < active.shards.size(); ++i) {
+    if (tops[i].exists) continue;
+    const LayoutShard& s = active.shards[i];
+    for (const std::string& group : l.groups) {
+      RSC_RETURN_IF_ERROR(options_.streams->CreateConsumerGroup(s.stream, group));
+    }
+    observer_.OnEvents(GroupKey{l.stream, ""},
+                       {Event{EventKind::kShardKeyRecreated, "", s.id,
+                              fmt::format("key '{}' of the ACTIVE generation {} was missing: "
+                                          "created with its groups (runbook 7a)",
+                                          s.stream, active.generation)}});
+  }
+  return OkStatus();
 }
 
 Status GroupService::FailIfBehind(const std::string& stream) {
@@ -949,7 +981,6 @@ Status GroupService::StreamTick(const std::string& stream) {
     }
   }
   if (stored->layout.generations.size() > 1 && options_.streams != nullptr) {
-    RSC_RETURN_IF_ERROR(PrepareGeneration(stored->layout));
     RSC_RETURN_IF_ERROR(SealAndActivate(*stored));
     // Re-read: an activation just written is adopted by the groups in this same pass, so
     // routing moves to the new generation at once.

@@ -130,10 +130,11 @@ class GroupService : public CoordinatorApi {
   // same time-driven transitions. Returns whether it wrote.
   Result<bool> Tick(const GroupKey& key);
 
-  // One resharding pass over a stream (docs/design/resharding.md): creates the consumer
-  // groups of a PREPARING generation, lets every group adopt the layout and record which
-  // sealed shards it has read to their end (checked in Redis), seals the ACTIVE generation
-  // and activates the PREPARING one, re-seals sealed ones, retires a generation complete for
+  // One resharding pass over a stream (docs/design/resharding.md): seals the ACTIVE
+  // generation, then creates the PREPARING one's keys and consumer groups and activates it,
+  // re-seals sealed ones, creates a missing key of a resharded stream's ACTIVE generation,
+  // lets every group adopt the layout and record which sealed shards it has read to their
+  // end (checked in Redis), retires a generation complete for
   // every group, empties a retired one's keys to tombstones after the retention. Does nothing
   // (one layout read)
   // for a stream with one generation whose groups adopted it. Any coordinator may run it; every
@@ -195,6 +196,10 @@ class GroupService : public CoordinatorApi {
   Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,
                                                    bool* all_complete_oldest);
   Status SealAndActivate(const StoredLayout& stored);
+  // CheckBehind's last step on a layout in step with its streams: a missing key of the
+  // ACTIVE generation of a resharded stream is created (readers do not create those).
+  Status RecreateMissingKeys(const Layout& l, const Generation& active,
+                             const std::vector<StreamTop>& tops);
   // RS6: reads the ends of the ACTIVE generation's keys (and the key after the highest id)
   // and, when the layout is behind them, writes it forward from a seal's `rsc-next`
   // (returns true) or records the stream as behind (routing fails closed, FailIfBehind).

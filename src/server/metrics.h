@@ -68,7 +68,9 @@
 //                                               its seal: runbook 7a), layout_rolled_forward
 //                                               (a layout found behind its seals written
 //                                               forward), layout_behind (one that could not
-//                                               be: routing fails closed, runbook 7e)
+//                                               be: routing fails closed, runbook 7e),
+//                                               shard_key_recreated (a missing key of a
+//                                               resharded stream's ACTIVE generation)
 //   rsc_reshard_parents_incomplete{stream}      gauge: sealed (not yet retired) shards
 //                                               of the stream not read to their end,
 //                                               summed over its groups, as of the last

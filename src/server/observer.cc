@@ -50,6 +50,7 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
       case EventKind::kRetiredKeyKept:
       case EventKind::kLayoutRolledForward:
       case EventKind::kLayoutBehind:
+      case EventKind::kShardKeyRecreated:
         metrics_.OnReshardEvent(EventKindName(e.kind));
         spdlog::error("event={} stream={} shard={} detail=\"{}\"", EventKindName(e.kind),
                       key.stream, e.shard, e.detail);

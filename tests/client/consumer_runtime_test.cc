@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "client/reader_node.h"
 #include "core/protocol_json.h"
 
 namespace rsc::client {
@@ -26,6 +27,7 @@ struct SentRedis {
   uint64_t reader = 0;
   std::string stream;
   ReaderCommand command;
+  bool create_key = true;
 };
 
 class ScriptedPorts : public ConsumerPorts {
@@ -41,7 +43,7 @@ class ScriptedPorts : public ConsumerPorts {
   void Http(uint64_t call, const HttpCall& request) override { http.push_back({call, request}); }
   void Redis(uint64_t reader, const ReaderCoreConfig& config,
              const ReaderCommand& command) override {
-    redis.push_back({reader, config.stream, command});
+    redis.push_back({reader, config.stream, command, config.create_key});
   }
   void Handle(uint64_t reader, Message message) override {
     handled.emplace_back(reader, std::move(message));
@@ -163,7 +165,35 @@ TEST_F(ConsumerRuntimeTest, AnAssignmentIsRoutedThenEveryShardCreatesItsGroupOnT
   EXPECT_EQ(ports_.redis[0].command.kind, ReaderCommandKind::kCreateGroup);
   EXPECT_EQ(ports_.redis[0].stream, "{P:2}");
   EXPECT_EQ(ports_.redis[1].stream, "{P:5}");
+  EXPECT_TRUE(ports_.redis[0].create_key) << "a stream never resharded: MKSTREAM as before";
   EXPECT_EQ(runtime_->Readers().size(), 2u);
+}
+
+// C9 (f): a shard whose key an answer's `streams` gave (the stream was resharded) is read
+// without creating its key: after a Redis restore to before the key existed, a reader still
+// holding the shard must not re-create a key a stale producer would then write (simulator
+// seed 20261598). The XGROUP CREATE goes out without MKSTREAM.
+TEST_F(ConsumerRuntimeTest, AShardOfAReshardedStreamIsReadWithoutCreatingItsKey) {
+  runtime_->Start();
+  const SentHttp hb = ports_.TakeHttp();
+  HeartbeatResponse r = Ok({9});
+  r.streams = {{9, "{P:9}"}};
+  runtime_->OnHttp(hb.call, Answer(r));
+  ASSERT_EQ(ports_.redis.size(), 1u) << "the answer named the key: no routing look-up needed";
+  EXPECT_EQ(ports_.redis[0].command.kind, ReaderCommandKind::kCreateGroup);
+  EXPECT_EQ(ports_.redis[0].stream, "{P:9}");
+  EXPECT_FALSE(ports_.redis[0].create_key);
+  ReaderCoreConfig config;
+  config.stream = "{P:9}";
+  config.group = "G";
+  config.create_key = false;
+  ReaderCommand create;
+  create.kind = ReaderCommandKind::kCreateGroup;
+  EXPECT_EQ(ReaderCommandArgs(config, create),
+            (std::vector<std::string>{"XGROUP", "CREATE", "{P:9}", "G", "0"}));
+  config.create_key = true;
+  EXPECT_EQ(ReaderCommandArgs(config, create),
+            (std::vector<std::string>{"XGROUP", "CREATE", "{P:9}", "G", "0", "MKSTREAM"}));
 }
 
 TEST_F(ConsumerRuntimeTest, AFailedRoutingLookUpIsRetriedOnTheNextEndpointAfterABackoff) {

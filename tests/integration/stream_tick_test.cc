@@ -39,6 +39,7 @@ class HookedAdmin : public StreamAdmin {
   }
   Result<bool> Seal(const std::string& key, int32_t generation,
                     const std::string& successor) override {
+    if (fail_seals_) return MakeError(ErrorCode::kRedisUnavailable, "injected: seal failed");
     return inner_.Seal(key, generation, successor);
   }
   std::vector<Result<StreamTop>> Tops(const std::vector<std::string>& keys) override {
@@ -55,10 +56,12 @@ class HookedAdmin : public StreamAdmin {
     return inner_.TrimSealed(key, generation);
   }
   void RunOnceInNextProgress(std::function<void()> hook) { once_ = std::move(hook); }
+  void FailSeals(bool fail) { fail_seals_ = fail; }
 
  private:
   StreamAdmin& inner_;
   std::function<void()> once_;
+  bool fail_seals_ = false;
 };
 
 class EventLog : public ServiceObserver {
@@ -105,20 +108,34 @@ void Drain(RedisCli& cli, const std::string& key, const std::string& group) {
   }
 }
 
-TEST(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
-  RedisProcess redis;
-  ASSERT_TRUE(redis.Start());
-  auto cli = redis.Cli();
-  ASSERT_NE(cli, nullptr);
-  auto url = redis::ParseRedisUrl(redis.Url());
-  ASSERT_TRUE(url.ok());
-  auto store = redis::RedisStore::Open(*url, {});
-  ASSERT_TRUE(store.ok()) << store.error().message;
-  redis::RedisStreamAdmin real(store.value()->executor());
-  HookedAdmin admin(real);
-  TestService t(*store.value(), admin);
-  GroupService& service = t.service;
-  EventLog& events = t.events;
+// One redis-server, the production store and StreamAdmin (hooked), a GroupService over them.
+class StreamTick : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(redis_.Start());
+    cli = redis_.Cli();
+    ASSERT_NE(cli, nullptr);
+    auto url = redis::ParseRedisUrl(redis_.Url());
+    ASSERT_TRUE(url.ok());
+    auto store = redis::RedisStore::Open(*url, {});
+    ASSERT_TRUE(store.ok()) << store.error().message;
+    store_ = std::move(store).value();
+    real_ = std::make_unique<redis::RedisStreamAdmin>(store_->executor());
+    admin_ = std::make_unique<HookedAdmin>(*real_);
+    t_ = std::make_unique<TestService>(*store_, *admin_);
+  }
+  RedisProcess redis_;
+  std::unique_ptr<RedisCli> cli;
+  std::unique_ptr<redis::RedisStore> store_;
+  std::unique_ptr<redis::RedisStreamAdmin> real_;
+  std::unique_ptr<HookedAdmin> admin_;
+  std::unique_ptr<TestService> t_;
+};
+
+TEST_F(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
+  HookedAdmin& admin = *admin_;
+  GroupService& service = t_->service;
+  EventLog& events = t_->events;
   const GroupKey key{"orders", "billing"};
 
   ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
@@ -148,7 +165,7 @@ TEST(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
   EXPECT_EQ(events.Count(EventKind::kParentCompleted), 2);
   EXPECT_EQ(events.Count(EventKind::kParentReopened), 0)
       << "the tick applied its observation from before the hint";
-  auto loaded = store.value()->Load(key, t.clock.NowMs());
+  auto loaded = store_->Load(key, t_->clock.NowMs());
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   for (const ShardState& s : loaded->meta->shards) {
     if (s.generation == 0) {
@@ -161,7 +178,7 @@ TEST(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
 // reshard is recorded PREPARING but nothing is sealed — the layout could still be lost to a
 // failover. Once the replica is back, the next pass seals and activates. Without the barrier
 // the seal would be written (its own WAIT fails only after the XADD).
-TEST(StreamTick, NothingIsSealedBeforeAReplicaHasThePreparingLayout) {
+TEST(StreamTickWithReplica, NothingIsSealedBeforeAReplicaHasThePreparingLayout) {
   RedisProcess master;
   ASSERT_TRUE(master.Start());
   RedisProcessOptions ro;
@@ -210,6 +227,82 @@ TEST(StreamTick, NothingIsSealedBeforeAReplicaHasThePreparingLayout) {
   EXPECT_TRUE(sealed("{orders:1}"));
   EXPECT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
             GenerationState::kActive);
+}
+
+// RS4 across a rollback of the whole Redis: the new generation's keys are created only once
+// every parent is sealed. A Redis put back (snapshot restore) to any point before that has
+// no child key, so a producer that saw the generation ACTIVE and still routes to it is
+// refused (XADD … NOMKSTREAM) instead of writing keys that are read after what it then
+// writes to the unsealed parents (simulator seed 20261568). Here the seals fail: the layout
+// is PREPARING, and not one child key exists.
+TEST_F(StreamTick, TheNewGenerationsKeysAreCreatedOnlyOnceEveryParentIsSealed) {
+  HookedAdmin& admin = *admin_;
+  GroupService& service = t_->service;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok());
+
+  admin.FailSeals(true);
+  auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);  // runs a pass itself
+  ASSERT_TRUE(resharded.ok()) << resharded.error().message;
+  EXPECT_FALSE(service.StreamTick("orders").ok()) << "a pass went on without its seals";
+  auto layout = service.DescribeStream("orders");
+  ASSERT_TRUE(layout.ok());
+  const Generation& child = layout->layout.generations.back();
+  ASSERT_EQ(child.state, GenerationState::kPreparing);
+  ASSERT_EQ(child.shards.size(), 3u);
+  // A group created meanwhile adopts the PREPARING generation but creates none of its keys
+  // either (its consumer groups there come with the others, after the seals).
+  ASSERT_TRUE(service.CreateGroup({"orders", "audit", 2, {}}, nullptr).ok());
+  EXPECT_FALSE(service.StreamTick("orders").ok());
+  for (const LayoutShard& s : child.shards) {
+    EXPECT_EQ(cli->Run({"EXISTS", s.stream}).integer, 0)
+        << s.stream << " exists while the parents are not sealed";
+  }
+
+  admin.FailSeals(false);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  EXPECT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
+            GenerationState::kActive);
+  for (const LayoutShard& s : child.shards) {
+    const CliReply groups = cli->Run({"XINFO", "GROUPS", s.stream});
+    ASSERT_EQ(groups.type, CliReply::Type::kArray) << s.stream << ": " << groups.str;
+    EXPECT_EQ(groups.elements.size(), 2u) << s.stream << " lacks a group's consumer group";
+  }
+}
+
+// C9 (f) has readers of a resharded stream create no keys, so the tick creates a missing key
+// of the ACTIVE generation (an operator's DEL) with every group's consumer group; an
+// event counts it. A stream never resharded is left to its readers, as before.
+TEST_F(StreamTick, AMissingKeyOfAReshardedStreamIsCreatedWithItsGroups) {
+  GroupService& service = t_->service;
+  TestService& t = *t_;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
+  ASSERT_TRUE(service.CreateGroup({"orders", "audit", 2, {}}, nullptr).ok());
+
+  ASSERT_EQ(cli->Run({"DEL", "{orders:1}"}).integer, 1);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  EXPECT_EQ(cli->Run({"EXISTS", "{orders:1}"}).integer, 0)
+      << "a stream never resharded: its readers create the key (MKSTREAM), the tick does not";
+
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(service.Reshard("orders", stream->revision, 3, nullptr).ok());
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  auto layout = service.DescribeStream("orders");
+  ASSERT_TRUE(layout.ok());
+  const Generation& active = layout->layout.generations.back();
+  ASSERT_EQ(active.state, GenerationState::kActive);
+  const std::string key = active.shards[1].stream;
+  ASSERT_EQ(cli->Run({"DEL", key}).integer, 1);
+  ASSERT_EQ(t.events.Count(EventKind::kShardKeyRecreated), 0);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  const CliReply groups = cli->Run({"XINFO", "GROUPS", key});
+  ASSERT_EQ(groups.type, CliReply::Type::kArray) << key << " was not created: " << groups.str;
+  EXPECT_EQ(groups.elements.size(), 2u) << key << " lacks a group's consumer group";
+  EXPECT_EQ(t.events.Count(EventKind::kShardKeyRecreated), 1);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  EXPECT_EQ(t.events.Count(EventKind::kShardKeyRecreated), 1) << "created again though there";
 }
 
 }  // namespace

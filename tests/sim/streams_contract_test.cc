@@ -107,6 +107,8 @@ class StreamsBackend {
   virtual ~StreamsBackend() = default;
   virtual StreamReply XAdd(const std::string& stream, int64_t now, const StreamEntry& f) = 0;
   virtual StreamReply XGroupCreate(const std::string& stream, const std::string& group) = 0;
+  // XGROUP CREATE stream group 0 (no MKSTREAM: a reader of a resharded stream, C9 (f)).
+  virtual StreamReply XGroupCreateNoMk(const std::string& stream, const std::string& group) = 0;
   // XADD stream NOMKSTREAM … (producers, SPEC D3); the seal (XADD stream <max id> rsc-seal 0,
   // on a stream not sealed yet); XINFO GROUPS for one group (cursor = last-delivered-id,
   // count = pending).
@@ -141,6 +143,9 @@ class ModelBackend : public StreamsBackend {
   }
   StreamReply XGroupCreate(const std::string& stream, const std::string& group) override {
     return Apply(sim::XGroupCreate(primary_, stream, group));
+  }
+  StreamReply XGroupCreateNoMk(const std::string& stream, const std::string& group) override {
+    return Apply(sim::XGroupCreate(primary_, stream, group, false));
   }
   StreamReply XAddNoMk(const std::string& stream, int64_t now, const StreamEntry& f) override {
     return Apply(sim::XAdd(primary_, stream, now, f, true));
@@ -289,6 +294,11 @@ class RedisBackend : public StreamsBackend {
   StreamReply XGroupCreate(const std::string& stream, const std::string& group) override {
     StreamReply out;
     Error(Run({"XGROUP", "CREATE", stream, group, "0", "MKSTREAM"}), &out);
+    return out;
+  }
+  StreamReply XGroupCreateNoMk(const std::string& stream, const std::string& group) override {
+    StreamReply out;
+    Error(Run({"XGROUP", "CREATE", stream, group, "0"}), &out);
     return out;
   }
   StreamReply XAddNoMk(const std::string& stream, int64_t now, const StreamEntry& f) override {
@@ -517,6 +527,10 @@ class Tracer {
     StreamReply r = b_.XGroupCreate(stream, group);
     Line(fmt::format("XGROUP CREATE {} {} 0 MKSTREAM", stream, group), r.ok() ? "OK" : Err(r));
   }
+  void CreateNoMk(const std::string& stream, const std::string& group) {
+    StreamReply r = b_.XGroupCreateNoMk(stream, group);
+    Line(fmt::format("XGROUP CREATE {} {} 0", stream, group), r.ok() ? "OK" : Err(r));
+  }
   std::vector<StreamEntry> ReadNew(const std::string& stream, const std::string& group,
                                    const std::string& consumer, int count) {
     StreamReply r = b_.XReadNew(stream, group, consumer, count);
@@ -707,6 +721,15 @@ const std::vector<NamedScript>& Scripts() {
          t.ReadNew(kS, "late", "c1", 10);
          t.State(kS, "late");
          t.State(kS, kG);  // untouched by the other group's reads
+       }},
+      {"GroupCreateWithoutMkStreamNeedsTheKey",
+       [](Tracer& t) {
+         t.CreateNoMk(kS, kG);  // no key: an error, nothing created
+         t.State(kS, kG);
+         t.Create(kS2, "other");  // another key, created
+         t.CreateNoMk(kS2, kG);   // the key exists: the group is created
+         t.CreateNoMk(kS2, kG);   // BUSYGROUP
+         t.State(kS2, kG);
        }},
       {"NoGroupOnMissingStreamOrGroup",
        [](Tracer& t) {
