@@ -54,8 +54,7 @@ void ExpectPassesReaching(uint64_t seed, const char* path, Reached reached, int 
   ADD_FAILURE() << "no run from seed " << seed << " within " << max_runs << " reached " << path;
 }
 
-void ExpectPassesReaching(uint64_t seed, const char* probe, int max_runs = 300,
-                          int reshards = -1) {
+void ExpectPassesReaching(uint64_t seed, const char* probe, int max_runs = 300, int reshards = -1) {
   ExpectPassesReaching(
       seed, probe,
       [probe](const SimResult& r) {
