@@ -96,6 +96,9 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"steady_renewal", "a batch of steady heartbeats was committed in one round trip"},
       {"steady_renewal_refused",
        "a steady renewal found the group changed (or a member due) and took the locked path"},
+      {"heartbeat_batch", "heartbeats of several members were decided under one write"},
+      {"monitor_waited", "a coordinator worker waited for a group monitor another one held"},
+      {"batch_wrote_versions", "one write committed the versions of several batched decisions"},
       // Optional: the paths the kept regression seeds were about (tests/sim/simulator_test.cc
       // asserts that each regression test still reaches its path).
       {"leave_answered_sync", "a leave reporting a version Redis lost was answered SYNC", false},
@@ -141,6 +144,12 @@ const std::vector<ProbeSpec>& AllProbes() {
        "a failover lost a layout write (a reshard's prepare or activation; RS2)", false},
       {"replica_wait_timed_out",
        "a seal or the layout barrier was not acknowledged by the replica in time (RS2's WAIT)",
+       false},
+      {"batch_answer_before_write",
+       "a batched answer was decided before a later decision of its batch wrote", false},
+      {"steady_basis_seen_earlier",
+       "a steady renewal's aggregate was not the last one its coordinator saw (replies of "
+       "several workers out of order)",
        false},
   };
   return kProbes;

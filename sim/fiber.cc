@@ -4,6 +4,12 @@
 
 namespace rsc::sim {
 
+namespace {
+thread_local Fiber* t_current = nullptr;  // set once on each fiber's own thread
+}  // namespace
+
+Fiber* Fiber::Current() { return t_current; }
+
 Fiber::Fiber(std::function<void()> body) : body_(std::move(body)) {
   thread_ = std::thread([this] { Main(); });
 }
@@ -18,6 +24,7 @@ void Fiber::Main() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return fiber_turn_; });
   }
+  t_current = this;
   body_();
   std::lock_guard<std::mutex> lock(mu_);
   finished_ = true;

@@ -13,8 +13,9 @@
 //
 // Rules: only the scheduler thread calls Resume(); only the fiber calls Yield(). A fiber
 // body must not block on anything but Yield() (a std::mutex held by a parked fiber would
-// deadlock the scheduler), which is why each simulated coordinator runs ONE worker fiber.
-// The destructor requires the body to have finished.
+// deadlock the scheduler): the waits of the code it runs go through a port that parks
+// instead (GroupService's through sim/fiber_sync.h). The destructor requires the body to
+// have finished.
 
 #include <condition_variable>
 #include <functional>
@@ -36,6 +37,8 @@ class Fiber {
   void Yield();
   // Scheduler: the body returned.
   bool finished() const { return finished_; }
+  // The fiber whose body is running on the calling thread; nullptr on the scheduler.
+  static Fiber* Current();
 
  private:
   void Main();

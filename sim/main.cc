@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   int consumers = 0;
   int producers = 0;
   int reshards = -1;
+  int coord_workers = 0;
   std::string expect;
   std::string mutant;
   bool list_mutants = false;
@@ -70,6 +71,9 @@ int main(int argc, char** argv) {
   app.add_option("--producers", producers, "Producer count (default: drawn per seed, 1-3)");
   app.add_option("--reshards", reshards,
                  "Operator reshards per run (default: drawn per seed, 0-3; 0 = none)");
+  app.add_option("--coord-workers", coord_workers,
+                 "Worker fibers per coordinator (default: drawn per seed, 1-4)")
+      ->check(CLI::Range(1, 16));
   app.add_flag("--all-faults", all_faults, "Switch every BUGGIFY site on");
   app.add_flag("--no-faults", no_faults, "Switch every BUGGIFY site off");
   app.add_option("--expect", expect,
@@ -95,6 +99,7 @@ int main(int argc, char** argv) {
   base.consumers = consumers;
   base.producers = producers;
   base.reshards = reshards;
+  base.coord_workers = coord_workers;
   base.mutant = mutant;
   base.sites = all_faults  ? rsc::sim::Buggify::Mode::kAllOn
                : no_faults ? rsc::sim::Buggify::Mode::kAllOff

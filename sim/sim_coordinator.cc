@@ -30,30 +30,35 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
  public:
   explicit Store(SimCoordinator& c) : c_(c) {}
 
-  // What the last decision of the current request was based on (kDecision).
+  // What the last decision of the current request was based on (kDecision). One per
+  // worker: each worker's calls are those of the request it runs.
   struct Basis {
     bool valid = false;
-    int64_t stored_version = -1;
+    int64_t stored_version = -1;  // after its write, if it wrote (M10)
     int64_t revision = -1;
-    // The state the answer derives from (the load, or this request's write), for the
-    // conformance facts a kDecision carries (sim/checkers.h S11, S12). With heartbeats
-    // batched, the batch's written state.
-    std::shared_ptr<const GroupMetadata> state;
+    // The aggregate the decision started from (the load, or the steady path's cached one):
+    // in a batch, an answer decided before any decision of the batch wrote derives from it.
+    int64_t loaded_version = -1;
+    int64_t loaded_revision = -1;
+    static Basis Loaded(int64_t version, int64_t revision) {
+      return Basis{true, version, revision, version, revision};
+    }
   };
-  void ResetBasis() { basis_ = Basis{}; }
-  const Basis& basis() const { return basis_; }
-  const std::string& holding() const { return holding_; }
+  void ResetBasis() { mine() = Basis{}; }
+  const Basis& basis() { return mine(); }
+  // The mutex tokens it believes it holds (one per group whose section runs).
+  const std::vector<std::string>& holding() const { return holding_; }
   void ForgetHolding() { holding_.clear(); }
-  // The member an operator fence in progress is about ("" otherwise).
-  void set_fencing(std::string member) { fencing_ = std::move(member); }
+  // The member an operator fence in progress on this worker is about ("" otherwise).
+  void set_fencing(std::string member) { fencing() = std::move(member); }
 
   Result<StoredGroup> Load(const GroupKey& key, TimeMs now_ms) override {
     auto r = Call<StoredGroup>([&] { return redis().Load(key, now_ms); }, true);
     if (r.ok()) {
-      seen_[key.Tag()] = {r->stamp, r->meta};
-      basis_ = Basis{true, r->meta->version.value(), r->revision.value(), r->meta};
+      See(key, r->stamp, r->meta);
+      mine() = Basis::Loaded(r->meta->version.value(), r->revision.value());
     } else {
-      basis_.valid = false;
+      mine().valid = false;
     }
     return r;
   }
@@ -74,9 +79,9 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
         [&] {
           executed = true;
           auto cas = redis().CompareAndSet(c_.name_, key, expected, next, liveness, now_ms);
-          if (cas.ok() && cas->applied && next != nullptr && !fencing_.empty()) {
+          if (cas.ok() && cas->applied && next != nullptr && !fencing().empty()) {
             // The operator's fence is committed now: say so before anyone acts on it (S2).
-            w.Fault("fence", "operator fence committed by " + c_.name_, fencing_);
+            w.Fault("fence", "operator fence committed by " + c_.name_, fencing());
           }
           return cas;
         },
@@ -87,15 +92,15 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
       // decision answered as if it had been written.
       r = CasOutcome{true, StoreRevision(expected.value() + 1)};
     }
+    Basis& basis = mine();
     if (!r.ok() || !r->applied) {
-      basis_.valid = false;
+      basis.valid = false;
       return r;
     }
-    basis_.revision = r->revision.value();
+    basis.revision = r->revision.value();
     if (next != nullptr) {
-      basis_.stored_version = next->version.value();  // M10: after the write
-      basis_.state = std::make_shared<const GroupMetadata>(*next);
-      seen_[key.Tag()] = {r->stamp, basis_.state};
+      basis.stored_version = next->version.value();  // M10: after the write
+      See(key, r->stamp, std::make_shared<const GroupMetadata>(*next));
     }
     if (w.buggify().Fire("coord.crash_after_cas", 0.01, w.rng())) {
       w.probes().Hit("coord_crashed_after_cas");
@@ -121,12 +126,11 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
     if (r.ok() && !*r && w.mutant().RenewsUnchecked()) r = true;  // MUTANT (sim/mutants.h)
     // The answers derive from the aggregate the stamp names: the one this coordinator last
     // loaded or wrote (the service's cache is fed by the same calls).
-    auto seen = seen_.find(key.Tag());
-    if (r.ok() && *r && seen != seen_.end() && SameAggregate(seen->second.first, stamp)) {
-      const auto& meta = seen->second.second;
-      basis_ = Basis{true, meta->version.value(), stamp.revision.value(), meta};
+    std::shared_ptr<const GroupMetadata> meta = r.ok() && *r ? Seen(key, stamp) : nullptr;
+    if (meta) {
+      mine() = Basis::Loaded(meta->version.value(), stamp.revision.value());
     } else {
-      basis_.valid = false;
+      mine().valid = false;
     }
     return r;
   }
@@ -224,7 +228,7 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
                                                 false);
       if (!r.ok()) return r;
       if (r->has_value()) {
-        holding_ = **r;
+        holding_.push_back(**r);
         HistEvent e;
         e.kind = HistKind::kMutexEnter;
         e.proc = c_.name_;
@@ -245,8 +249,8 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
 
   Status Unlock(const GroupKey& key, const std::string& token) override {
     if (c_.crashed_) return Dead();  // the dead do not unlock: the mutex waits for its TTL
-    if (holding_ == token) {
-      holding_.clear();
+    if (auto it = std::find(holding_.begin(), holding_.end(), token); it != holding_.end()) {
+      holding_.erase(it);
       HistEvent e;
       e.kind = HistKind::kMutexExit;
       e.proc = c_.name_;
@@ -259,6 +263,16 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
  private:
   World& world() { return *c_.ctx_.world; }
   SimRedis& redis() { return *c_.ctx_.redis; }
+  Basis& mine() {
+    const size_t i = c_.Me().index;
+    if (bases_.size() <= i) bases_.resize(i + 1);
+    return bases_[i];
+  }
+  std::string& fencing() {
+    const size_t i = c_.Me().index;
+    if (fencing_.size() <= i) fencing_.resize(i + 1);
+    return fencing_[i];
+  }
   static Error Dead() { return MakeError(ErrorCode::kRedisUnavailable, "the process is dead"); }
 
   // One request/reply to Redis. `scripted`: an EVALSHA (NOSCRIPT after a flush costs a
@@ -359,25 +373,135 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
     return a.revision == b.revision && a.write_token == b.write_token &&
            a.aggregate_len == b.aggregate_len;
   }
+  // The aggregates of a group this coordinator loaded or wrote lately, by stamp: with several
+  // workers, replies come back in another order than Redis served them (a slow load of an
+  // older aggregate may return after a newer write), so "the last seen" is not the one the
+  // service cached; the stamp names it.
+  static constexpr size_t kSeenKept = 16;
+  void See(const GroupKey& key, const AggregateStamp& stamp,
+           std::shared_ptr<const GroupMetadata> meta) {
+    auto& kept = seen_[key.Tag()];
+    kept.emplace_back(stamp, std::move(meta));
+    if (kept.size() > kSeenKept) kept.pop_front();
+  }
+  std::shared_ptr<const GroupMetadata> Seen(const GroupKey& key, const AggregateStamp& stamp) {
+    auto it = seen_.find(key.Tag());
+    if (it == seen_.end()) return nullptr;
+    for (auto s = it->second.rbegin(); s != it->second.rend(); ++s) {
+      if (!SameAggregate(s->first, stamp)) continue;
+      if (s != it->second.rbegin()) world().probes().Hit("steady_basis_seen_earlier");
+      return s->second;
+    }
+    return nullptr;
+  }
 
   SimCoordinator& c_;
-  Basis basis_;
-  // By group: the aggregate this coordinator last loaded or wrote, with its stamp.
-  std::map<std::string, std::pair<AggregateStamp, std::shared_ptr<const GroupMetadata>>> seen_;
-  std::string holding_;  // the mutex token it believes it holds
-  std::string fencing_;
+  std::vector<Basis> bases_;  // by worker
+  // By group: the aggregates this coordinator loaded or wrote lately, with their stamps.
+  std::map<std::string, std::deque<std::pair<AggregateStamp, std::shared_ptr<const GroupMetadata>>>>
+      seen_;
+  std::vector<std::string> holding_;  // the mutex tokens it believes it holds
+  std::vector<std::string> fencing_;  // by worker
+};
+
+// ── what each heartbeat's decision saw ────────────────────────────────────────────
+// The facts a kDecision carries about the state its answer derives from (S7, S11, S12),
+// taken when the heartbeat is decided: in a batch, the state the decisions before it left
+// (and its own write), not the batch's final state. Wraps the decider in force (the real
+// one or a mutant).
+class SimCoordinator::RecordingDecider : public Decider {
+ public:
+  struct Facts {
+    int64_t stored_version = -1;
+    std::string owned, blocked, absent;
+    int64_t in_round = -1;
+    bool any_absent = false;
+  };
+  explicit RecordingDecider(const Decider& inner) : inner_(inner) {}
+
+  Decision<HeartbeatResponse> Heartbeat(const GroupMetadata& stored, const Liveness& live,
+                                        const HeartbeatRequest& req,
+                                        const Env& env) const override {
+    auto d = inner_.Heartbeat(stored, live, req, env);
+    facts_[&req] = Of(d.next ? *d.next : stored, req, env.now_ms);  // the latest attempt
+    return d;
+  }
+  Decision<Unit> Tick(const GroupMetadata& stored, const Liveness& live,
+                      const Env& env) const override {
+    return inner_.Tick(stored, live, env);
+  }
+  Decision<GroupView> Patch(const GroupMetadata& stored, const Liveness& live,
+                            const PatchGroupRequest& req, const Env& env) const override {
+    return inner_.Patch(stored, live, req, env);
+  }
+  Decision<Unit> Fence(const GroupMetadata& stored, const Liveness& live, const MemberId& member,
+                       const Env& env) const override {
+    return inner_.Fence(stored, live, member, env);
+  }
+
+  // The facts of `req`'s last decision, removed (nullopt: it was not decided).
+  std::optional<Facts> Take(const HeartbeatRequest* req) {
+    auto it = facts_.find(req);
+    if (it == facts_.end()) return std::nullopt;
+    Facts f = std::move(it->second);
+    facts_.erase(it);
+    return f;
+  }
+  void Forget(const HeartbeatRequest* req) { facts_.erase(req); }
+
+ private:
+  static Facts Of(const GroupMetadata& m, const HeartbeatRequest& req, TimeMs now) {
+    Facts f;
+    f.stored_version = m.version.value();
+    std::vector<int32_t> owned, blocked, absent;
+    for (const ShardState& sh : m.shards) {
+      if (sh.owner == req.member_id.str()) owned.push_back(sh.id);
+    }
+    for (int32_t s : Claimed(req)) {
+      if (m.FindShard(s) == nullptr) absent.push_back(s);
+    }
+    if (m.round) {
+      for (const Blocker& b : m.round->blockers) {
+        if (b.member == req.member_id) blocked.push_back(b.shard.value());
+      }
+    }
+    f.any_absent = !absent.empty();
+    f.owned = ShardList(owned);
+    f.blocked = ShardList(blocked);
+    f.absent = ShardList(absent);
+    // An unproven claim is no evidence and blocks nothing (S12 does not judge it).
+    const bool unproven =
+        CheckClientVersion(m, req.metadata_version, req.lineage, now) == VersionCheck::kUnproven;
+    f.in_round = unproven ? -1 : (m.round ? 1 : 0);
+    return f;
+  }
+
+ public:
+  // The request's ownedShards and DRAINING shards, sorted.
+  static std::vector<int32_t> Claimed(const HeartbeatRequest& req) {
+    std::vector<int32_t> claimed = req.owned_shards;
+    for (const RevokingReport& rr : req.revoking_shards) {
+      if (rr.state == RevokeState::kDraining) claimed.push_back(rr.shard);
+    }
+    std::sort(claimed.begin(), claimed.end());
+    return claimed;
+  }
+
+ private:
+  const Decider& inner_;
+  mutable std::map<const HeartbeatRequest*, Facts> facts_;
 };
 
 // ── service events → probes ───────────────────────────────────────────────────────
 class SimCoordinator::Observer : public ServiceObserver {
  public:
-  explicit Observer(World& w) : w_(w) {}
+  explicit Observer(SimCoordinator& c) : c_(c), w_(*c.ctx_.world) {}
   void OnEvents(const GroupKey&, const std::vector<Event>& events) override {
     for (const Event& e : events) {
       switch (e.kind) {
         case EventKind::kRoundEnded:
           w_.probes().Hit("round_ended");
-          if (in_heartbeat_) w_.probes().Hit("round_ended_by_heartbeat");
+          if (c_.Me().in_heartbeat) w_.probes().Hit("round_ended_by_heartbeat");
           break;
         case EventKind::kRoundStarted:
           if (e.detail.ends_with("created over a lost key")) {
@@ -429,12 +553,44 @@ class SimCoordinator::Observer : public ServiceObserver {
     }
   }
   void OnRevisionConflict(const GroupKey&) override { w_.probes().Hit("cas_conflict"); }
-  // Set by the recorder while a heartbeat (not a tick) is decided.
-  void set_in_heartbeat(bool on) { in_heartbeat_ = on; }
+
+  // Called by the worker that decided `req`'s batch, right after its write: what the answer
+  // derives from, for the request's own worker to record (SimCoordinator::Recorder).
+  struct Answer {
+    bool valid = false;  // decided on a load or write that succeeded
+    int64_t stored_version = -1;
+    int64_t revision = -1;
+    std::optional<RecordingDecider::Facts> facts;
+  };
+  void OnHeartbeat(const GroupKey&, const HeartbeatRequest& req, std::string_view,
+                   size_t batch_size) override {
+    const auto& b = c_.store_->basis();
+    Answer a{b.valid, b.stored_version, b.revision, c_.decider_->Take(&req)};
+    if (a.facts) {
+      // Decided on the state the batch started from (no decision before it wrote): that
+      // state's revision, even when a later decision of the batch wrote.
+      a.stored_version = a.facts->stored_version;
+      if (a.stored_version == b.loaded_version && a.revision != b.loaded_revision) {
+        w_.probes().Hit("batch_answer_before_write");
+        a.revision = b.loaded_revision;
+      }
+    }
+    if (batch_size > 1) w_.probes().Hit("heartbeat_batch");
+    answers_[&req] = std::move(a);
+  }
+  Answer TakeAnswer(const HeartbeatRequest* req) {
+    auto it = answers_.find(req);
+    if (it == answers_.end()) return Answer{};
+    Answer a = std::move(it->second);
+    answers_.erase(it);
+    return a;
+  }
+  void Forget(const HeartbeatRequest* req) { answers_.erase(req); }
 
  private:
+  SimCoordinator& c_;
   World& w_;
-  bool in_heartbeat_ = false;
+  std::map<const HeartbeatRequest*, Answer> answers_;
 };
 
 // ── CoordinatorApi decorator: records the answers the Api is about to send ───────────
@@ -443,10 +599,16 @@ class SimCoordinator::Recorder : public CoordinatorApi {
   Recorder(SimCoordinator& c, GroupService& s) : c_(c), s_(s) {}
 
   Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) override {
-    c_.store_->ResetBasis();
-    c_.observer_->set_in_heartbeat(true);
+    // A request's address may be an earlier one's: nothing of that one may be taken as ours.
+    c_.decider_->Forget(&req);
+    c_.observer_->Forget(&req);
+    SimCoordinator::Worker& me = c_.Me();
+    me.in_heartbeat = true;
     Result<HeartbeatResponse> r = s_.Heartbeat(key, req);
-    c_.observer_->set_in_heartbeat(false);
+    me.in_heartbeat = false;
+    // Whichever worker decided it (maybe another one, for the whole batch).
+    const Observer::Answer answer = c_.observer_->TakeAnswer(&req);
+    c_.decider_->Forget(&req);
     if (c_.crashed_ || c_.exited_) return r;
     World& w = *c_.ctx_.world;
     if (r.ok() && req.member_epoch == -1 && r->status == HeartbeatStatus::kSyncMetadata) {
@@ -470,41 +632,20 @@ class SimCoordinator::Recorder : public CoordinatorApi {
     e.req_lineage = req.lineage;
     e.req_epoch = req.member_epoch;
     e.req_digest = Digest(SerializeHeartbeatRequest(req));
-    std::vector<int32_t> claimed = req.owned_shards;
-    for (const RevokingReport& rr : req.revoking_shards) {
-      if (rr.state == RevokeState::kDraining) claimed.push_back(rr.shard);
-    }
-    std::sort(claimed.begin(), claimed.end());
-    e.claimed = ShardList(claimed);
+    e.claimed = ShardList(RecordingDecider::Claimed(req));
     const bool decided = r.ok() || DecidedError(r.error().code);
-    const auto& basis = c_.store_->basis();
-    if (decided && basis.valid) {
-      e.stored_version = basis.stored_version;
-      e.revision = basis.revision;
+    if (decided && answer.valid) {
+      e.stored_version = answer.stored_version;
+      e.revision = answer.revision;
     }
-    if (r.ok() && basis.valid && basis.state) {
+    if (r.ok() && answer.valid && answer.facts) {
       // What the state the answer derives from says of this member (S11/S12 oracle data).
-      const GroupMetadata& m = *basis.state;
-      std::vector<int32_t> owned, blocked, absent;
-      for (const ShardState& sh : m.shards) {
-        if (sh.owner == req.member_id.str()) owned.push_back(sh.id);
-      }
-      for (int32_t s : claimed) {
-        if (m.FindShard(s) == nullptr) absent.push_back(s);
-      }
-      if (!absent.empty()) w.probes().Hit("absent_shard_claimed");
-      e.absent = ShardList(absent);
-      if (m.round) {
-        for (const Blocker& b : m.round->blockers) {
-          if (b.member == req.member_id) blocked.push_back(b.shard.value());
-        }
-      }
-      e.owned = ShardList(owned);
-      e.blocked = ShardList(blocked);
-      // An unproven claim is no evidence and blocks nothing (S12 does not judge it).
-      const bool unproven = CheckClientVersion(m, req.metadata_version, req.lineage,
-                                               c_.clock_.NowMs()) == VersionCheck::kUnproven;
-      e.in_round = unproven ? -1 : (m.round ? 1 : 0);
+      const RecordingDecider::Facts& f = *answer.facts;
+      if (f.any_absent) w.probes().Hit("absent_shard_claimed");
+      e.absent = f.absent;
+      e.owned = f.owned;
+      e.blocked = f.blocked;
+      e.in_round = f.in_round;
     }
     if (r.ok()) {
       e.status = std::string(HeartbeatStatusName(r->status));
@@ -612,16 +753,26 @@ SimCoordinator::SimCoordinator(CoordContext& ctx, int slot, int incarnation, Tim
       clock_(*this),
       tokens_(*ctx.world) {
   store_ = std::make_unique<Store>(*this);
-  observer_ = std::make_unique<Observer>(*ctx.world);
+  observer_ = std::make_unique<Observer>(*this);
+  sync_ = std::make_unique<FiberSync>(*ctx.world);
+  decider_ = std::make_unique<RecordingDecider>(
+      ctx.service.decider != nullptr ? *ctx.service.decider : Decider::Real());
   GroupServiceOptions service = ctx.service;
   service.streams = store_.get();  // as in production: a coordinator can always reshard
+  service.sync = sync_.get();
+  service.decider = decider_.get();
   service_ = std::make_unique<GroupService>(*store_, clock_, tokens_, *observer_, service,
                                             [] { return OkStatus(); });
   recorder_ = std::make_unique<Recorder>(*this, *service_);
   metrics_ = std::make_unique<Metrics>();
   api_ = std::make_unique<Api>(*recorder_, gate_, *metrics_);
-  idle_ = true;
-  fiber_ = std::make_unique<Fiber>([this] { WorkerMain(); });
+  for (int i = 0; i < std::max(1, ctx.workers); ++i) {
+    auto w = std::make_unique<Worker>();
+    w->index = workers_.size();
+    Worker* raw = w.get();
+    w->fiber = std::make_unique<Fiber>([this, raw] { WorkerMain(*raw); });
+    workers_.push_back(std::move(w));
+  }
   HistEvent e;
   e.kind = HistKind::kStart;
   e.proc = name_;
@@ -629,22 +780,37 @@ SimCoordinator::SimCoordinator(CoordContext& ctx, int slot, int incarnation, Tim
   ScheduleTick();
 }
 
-SimCoordinator::~SimCoordinator() {
-  if (!fiber_->finished()) Teardown();
-}
+SimCoordinator::~SimCoordinator() { Teardown(); }
 
 void SimCoordinator::Emit(HistEvent e) { ctx_.world->Emit(std::move(e)); }
 
-void SimCoordinator::Sleep(TimeMs ms) { ctx_.world->Sleep(*fiber_, ms); }
+SimCoordinator::Worker& SimCoordinator::Me() {
+  Fiber* f = Fiber::Current();
+  for (auto& w : workers_) {
+    if (w->fiber.get() == f) return *w;
+  }
+  RSC_CHECK(false);  // called off this process's worker fibers
+  return *workers_.front();
+}
 
-void SimCoordinator::WorkerMain() {
-  idle_ = false;  // it was "idle" only until this first Resume
+int SimCoordinator::BusyWorkers() const {
+  int n = 0;
+  for (const auto& w : workers_) n += w->idle || w->fiber->finished() ? 0 : 1;
+  return n;
+}
+
+bool SimCoordinator::busy() const { return alive() && BusyWorkers() > 0; }
+
+void SimCoordinator::Sleep(TimeMs ms) { ctx_.world->Sleep(*Me().fiber, ms); }
+
+void SimCoordinator::WorkerMain(Worker& w) {
+  w.idle = false;  // it was "idle" only until this first Resume
   for (;;) {
     if (exit_requested_) return;
     if (queue_.empty()) {
-      idle_ = true;
-      fiber_->Yield();
-      idle_ = false;
+      w.idle = true;
+      w.fiber->Yield();
+      w.idle = false;
       continue;
     }
     std::function<void()> job = std::move(queue_.front());
@@ -655,7 +821,13 @@ void SimCoordinator::WorkerMain() {
 }
 
 void SimCoordinator::Wake() {
-  if (idle_ && !fiber_->finished()) fiber_->Resume();
+  // Scheduler side: idle workers take what is queued, in worker order; each runs until it
+  // parks in a call (then the next one takes the next job) or finds the queue empty. After
+  // an exit every idle worker is resumed, to return.
+  for (auto& w : workers_) {
+    if (!exit_requested_ && queue_.empty()) return;
+    if (w->idle && !w->fiber->finished()) w->fiber->Resume();
+  }
 }
 
 void SimCoordinator::Receive(HttpCall call) {
@@ -696,11 +868,13 @@ void SimCoordinator::Terminate() {
   ctx_.world->After(ctx_.grace_ms, [this] {
     if (alive()) Exit();  // the grace period is over: the process exits regardless
   });
-  if (idle_ && queue_.empty()) Exit();
+  if (BusyWorkers() == 0 && queue_.empty()) Exit();
 }
 
 void SimCoordinator::MaybeExit() {
-  if (terminating_ && queue_.empty() && alive()) Exit();
+  // Called by a worker that finished a job: the process exits once nothing is queued and no
+  // other worker is inside a request (production's shutdown waits for in-flight requests).
+  if (terminating_ && queue_.empty() && alive() && BusyWorkers() <= 1) Exit();
 }
 
 void SimCoordinator::Exit() {
@@ -708,7 +882,7 @@ void SimCoordinator::Exit() {
   exit_requested_ = true;
   if (!store_->holding().empty()) {
     // Only a forced exit can leave with the mutex held; it expires by TTL.
-    ctx_.redis->EndSection(store_->holding());
+    for (const std::string& token : store_->holding()) ctx_.redis->EndSection(token);
     store_->ForgetHolding();
     HistEvent m;
     m.kind = HistKind::kMutexExit;
@@ -731,7 +905,7 @@ void SimCoordinator::Crash(const std::string& why) {
   queue_.clear();
   if (!store_->holding().empty()) {
     ctx_.world->probes().Hit("coord_crashed_holding_mutex");
-    ctx_.redis->EndSection(store_->holding());
+    for (const std::string& token : store_->holding()) ctx_.redis->EndSection(token);
     store_->ForgetHolding();
     HistEvent m;
     m.kind = HistKind::kMutexExit;
@@ -749,11 +923,20 @@ void SimCoordinator::Crash(const std::string& why) {
 }
 
 void SimCoordinator::Teardown() {
-  // No events from here on: the run is over.
+  // No events from here on: the run is over. Every worker is resumed in turn until it
+  // returns: one parked on a monitor or the heartbeat queue goes on once the worker
+  // holding it unwinds (its wait re-checks, sim/fiber_sync.h).
   crashed_ = true;
   exit_requested_ = true;
   queue_.clear();
-  while (!fiber_->finished()) fiber_->Resume();
+  for (bool running = true; running;) {
+    running = false;
+    for (auto& w : workers_) {
+      if (w->fiber->finished()) continue;
+      running = true;
+      w->fiber->Resume();
+    }
+  }
 }
 
 }  // namespace rsc::sim

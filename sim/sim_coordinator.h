@@ -3,8 +3,13 @@
 // the HTTP Api (routing, validation, ShutdownGate), GroupService (local monitor → Redis
 // mutex → load → decide → CAS → respond) and the pure core — over the simulated Redis.
 //
-// How it runs: requests queue up and ONE worker fiber (sim/fiber.h) handles them in
-// order, like a coordinator with one worker thread. GroupService's store calls go through
+// How it runs: requests queue up and a few worker fibers (sim/fiber.h; CoordContext::
+// workers, 1–4) take them in order, like a coordinator's worker threads: while one is parked
+// in a Redis call another takes the next request, so a group's heartbeats queue up behind
+// the one deciding a batch and are decided as the next batch (GroupService's group commit,
+// batches larger than one), and ticks run beside requests. The group monitors and the
+// heartbeat queue park fibers instead of blocking a thread (sim/fiber_sync.h). GroupService's
+// store calls go through
 // CoordStore (sim_coordinator.cc), a MetadataStore whose every call crosses the simulated
 // network to SimRedis: latency makes simulated time pass inside the critical section (the
 // fiber parks), so other coordinators interleave, mutexes expire under slow holders and
@@ -20,18 +25,22 @@
 // What it records (sim/history.h): kStart/kStop/kCrash, kMutexEnter (mutex granted) and
 // kMutexExit (unlock sent, or death), kDecision for every heartbeat/leave/routing answer
 // it sends (with the stored version and the revision the answer derives from, and digests
-// of request and answer), kCommit is recorded by SimRedis when a write applies.
+// of request and answer), kCommit is recorded by SimRedis when a write applies. In a batch,
+// each heartbeat's facts are those of its own decision (the state after the decisions
+// before it), taken by a Decider wrapper, and the revision is the batch's write.
 
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/api.h"
 #include "server/group_service.h"
 #include "server/metrics.h"
 #include "server/shutdown_gate.h"
 #include "sim/fiber.h"
+#include "sim/fiber_sync.h"
 #include "sim/network.h"
 #include "sim/sim_redis.h"
 #include "sim/world.h"
@@ -50,6 +59,7 @@ struct CoordContext {
   TimeMs tick_interval_ms = 1000;
   TimeMs redis_timeout_ms = 1000;  // a lost Redis reply is noticed after this
   TimeMs grace_ms = 5000;          // terminating: exit at the latest after this
+  int workers = 1;                 // worker fibers per process
   // The incarnation ended (crash or clean exit). Called from inside the process (maybe its
   // fiber): it may only schedule events.
   std::function<void(int slot)> on_exit;
@@ -74,8 +84,8 @@ class SimCoordinator {
   // Running and not yet exited (it may be terminating).
   bool alive() const { return !crashed_ && !exited_; }
   bool terminating() const { return terminating_; }
-  // Inside a request or tick (the worker is not waiting for work).
-  bool busy() const { return alive() && !idle_; }
+  // Inside a request or tick (a worker is not waiting for work).
+  bool busy() const;
 
   // ── scheduler side ──
   void Receive(HttpCall call);
@@ -111,8 +121,18 @@ class SimCoordinator {
     World& w_;
   };
   class Observer;
+  class RecordingDecider;
+  struct Worker {
+    size_t index = 0;
+    std::unique_ptr<Fiber> fiber;
+    bool idle = true;  // waits for work (not parked in a call)
+    bool in_heartbeat = false;
+  };
 
-  void WorkerMain();
+  // The worker whose fiber is running (only callable from a worker fiber).
+  Worker& Me();
+  int BusyWorkers() const;
+  void WorkerMain(Worker& w);
   void Wake();
   void ScheduleTick();
   void RunTick();
@@ -130,8 +150,7 @@ class SimCoordinator {
   bool crashed_ = false;
   bool exited_ = false;
   bool terminating_ = false;
-  bool exit_requested_ = false;  // the worker loop returns
-  bool idle_ = false;            // the worker waits for work (not parked in a call)
+  bool exit_requested_ = false;  // the worker loops return
   bool tick_queued_ = false;
   std::deque<std::function<void()>> queue_;
 
@@ -139,12 +158,14 @@ class SimCoordinator {
   Tokens tokens_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Observer> observer_;
+  std::unique_ptr<FiberSync> sync_;
+  std::unique_ptr<RecordingDecider> decider_;
   std::unique_ptr<GroupService> service_;
   std::unique_ptr<Recorder> recorder_;
   ShutdownGate gate_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Api> api_;
-  std::unique_ptr<Fiber> fiber_;
+  std::vector<std::unique_ptr<Worker>> workers_;
 };
 
 }  // namespace rsc::sim

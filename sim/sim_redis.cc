@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <limits>
 
 #include "core/codec.h"
 
@@ -22,32 +23,54 @@ SimRedis::SimRedis(World& world)
 
 namespace {
 
-// The kCommit history event S6 judges decisions against: what `proc` wrote at `revision`.
+// The kCommit history events S6 judges decisions against: what `proc` wrote at `revision`.
+// A batch of heartbeats commits several versions in one write (each decision's state is in
+// the written lineage history): one kCommit per version above `replaced_version`, the last
+// one the written state's. Creates and restores commit the written version alone.
 void EmitCommit(World& world, const std::string& proc, int64_t revision,
-                const GroupMetadata& written, const char* how, int64_t round_age_ms = -1) {
-  HistEvent e;
-  e.kind = HistKind::kCommit;
-  e.proc = proc;
-  e.revision = revision;
-  e.version = written.version.value();
-  e.lineage = written.lineage;
-  e.detail = how;
-  e.round_age_ms = round_age_ms;
-  world.Emit(std::move(e));
+                const GroupMetadata& written, const char* how, int64_t round_age_ms = -1,
+                int64_t replaced_version = std::numeric_limits<int64_t>::max()) {
+  auto emit = [&](int64_t version, const std::string& lineage, const char* detail,
+                  int64_t round_age) {
+    HistEvent e;
+    e.kind = HistKind::kCommit;
+    e.proc = proc;
+    e.revision = revision;
+    e.version = version;
+    e.lineage = lineage;
+    e.detail = detail;
+    e.round_age_ms = round_age;
+    world.Emit(std::move(e));
+  };
+  for (const LineageEntry& l : written.lineage_history) {
+    if (l.version.value() <= replaced_version || l.version == written.version) continue;
+    world.probes().Hit("batch_wrote_versions");
+    emit(l.version.value(), l.token, "cas (batched)", -1);
+  }
+  emit(written.version.value(), written.lineage, how, round_age_ms);
 }
 
-// S13 oracle data: when a write replaces a state whose correction round it ends, how long
-// the round lasted (coordinator wall clocks: the write's updatedMs − the round's startedMs).
-int64_t RoundEndedAfterMs(const MemoryStore& store, const GroupKey& key,
-                          const GroupMetadata& next) {
+// What a write replaces, for its kCommit events: the stored version (-1: none) and, S13
+// oracle data, when the write ends the correction round of that state, how long the round
+// lasted (coordinator wall clocks: the write's updatedMs − the round's startedMs; -1: no
+// round ended).
+struct Replaced {
+  int64_t version = -1;
+  int64_t round_age_ms = -1;
+};
+Replaced ReplacedBy(const MemoryStore& store, const GroupKey& key, const GroupMetadata& next) {
+  Replaced out;
   auto h = store.data().hashes.find(key.Tag());
-  if (h == store.data().hashes.end()) return -1;
+  if (h == store.data().hashes.end()) return out;
   auto agg = h->second.fields.find("aggregate");
-  if (agg == h->second.fields.end()) return -1;
+  if (agg == h->second.fields.end()) return out;
   Result<GroupMetadata> old = DecodeAggregate(agg->second);
-  if (!old.ok() || !old->round) return -1;
-  if (next.round && next.round->id == old->round->id) return -1;  // still going
-  return next.updated_ms - old->round->started_ms;
+  if (!old.ok()) return out;
+  out.version = old->version.value();
+  if (!old->round) return out;
+  if (next.round && next.round->id == old->round->id) return out;  // still going
+  out.round_age_ms = next.updated_ms - old->round->started_ms;
+  return out;
 }
 
 }  // namespace
@@ -170,7 +193,7 @@ Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupK
                                            StoreRevision expected, const GroupMetadata* next,
                                            const LivenessUpdate& liveness, TimeMs now_ms) {
   RSC_RETURN_IF_ERROR(Up());
-  const int64_t round_age = next != nullptr ? RoundEndedAfterMs(primary_, key, *next) : -1;
+  const Replaced replaced = next != nullptr ? ReplacedBy(primary_, key, *next) : Replaced{};
   const auto deadlines = PeekLiveness(key);
   auto r = primary_.CompareAndSet(key, expected, next, liveness, now_ms);
   if (r.ok() && !r->applied && r->revision == expected) {
@@ -188,7 +211,8 @@ Result<CasOutcome> SimRedis::CompareAndSet(const std::string& proc, const GroupK
   if (r.ok() && r->applied) {
     ReplicateMeta();
     if (next != nullptr) {
-      EmitCommit(world_, proc, r->revision.value(), *next, "cas", round_age);
+      EmitCommit(world_, proc, r->revision.value(), *next, "cas", replaced.round_age_ms,
+                 replaced.version >= 0 ? replaced.version : std::numeric_limits<int64_t>::max());
     }
   }
   return r;

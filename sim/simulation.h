@@ -35,7 +35,8 @@ struct SimOptions {
   int32_t shards = 0;
   int consumers = 0;
   int producers = 0;
-  int reshards = -1;  // operator reshards per run; -1 = drawn from the seed
+  int reshards = -1;      // operator reshards per run; -1 = drawn from the seed
+  int coord_workers = 0;  // worker fibers per coordinator; 0 = drawn from the seed
   Buggify::Mode sites = Buggify::Mode::kRandom;
   FILE* trace = nullptr;  // print every event as it happens
   std::string mutant;     // a run-time mutant (sim/mutants.h); "" = the correct system
@@ -69,6 +70,7 @@ struct SimParams {
   TimeMs max_lag_ms = 0;
   TimeMs skew_bound_ms = 150;  // coordinator wall clocks stay within ±this of true time
   int reshards = 0;            // operator reshards (1–16 shards) during the fault phase
+  int coord_workers = 1;       // worker fibers per coordinator process (1–4)
   std::string Describe() const;
 };
 

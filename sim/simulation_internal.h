@@ -38,6 +38,7 @@ class Simulation : public Services {
     coord_ctx_.service.lock_ttl = std::chrono::milliseconds(p_.lock_ttl_ms);
     coord_ctx_.service.lock_wait = std::chrono::milliseconds(p_.lock_wait_ms);
     coord_ctx_.tick_interval_ms = p_.tick_ms;
+    coord_ctx_.workers = p_.coord_workers;
     // RS5: delete a retired generation's keys as early as production may (after the routing
     // lease), so the runs exercise it.
     coord_ctx_.service.retired_retention_ms = 0;

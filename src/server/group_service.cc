@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 
 #include "core/codec.h"
@@ -23,17 +22,18 @@ GroupService::GroupService(MetadataStore& store, Clock& clock, TokenSource& toke
       tokens_(tokens),
       observer_(observer),
       options_(options),
-      ready_probe_(std::move(ready_probe)) {}
+      ready_probe_(std::move(ready_probe)),
+      sync_(options.sync != nullptr ? *options.sync : SyncPort::Os()) {}
 
 const Decider& Decider::Real() {
   static const Decider real;
   return real;
 }
 
-std::shared_ptr<std::mutex> GroupService::MonitorFor(const GroupKey& key) {
+std::shared_ptr<SyncPort::Mutex> GroupService::MonitorFor(const GroupKey& key) {
   std::lock_guard<std::mutex> lock(monitors_mu_);
   auto& slot = monitors_[key.Tag()];
-  if (!slot) slot = std::make_shared<std::mutex>();
+  if (!slot) slot = sync_.NewMutex();
   return slot;
 }
 
@@ -81,8 +81,8 @@ template <class R, class F>
 Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wait, F&& decide,
                                bool* wrote, StoreRevision* revision_out) {
   if (wrote) *wrote = false;
-  std::shared_ptr<std::mutex> monitor = MonitorFor(key);
-  std::unique_lock<std::mutex> local(*monitor, std::defer_lock);
+  std::shared_ptr<SyncPort::Mutex> monitor = MonitorFor(key);
+  std::unique_lock<SyncPort::Mutex> local(*monitor, std::defer_lock);
   if (wait.count() == 0) {
     if (!local.try_lock()) return MakeError(ErrorCode::kLockTimeout, "group busy");
   } else {
@@ -149,8 +149,9 @@ struct GroupService::HeartbeatWaiter {
 };
 
 struct GroupService::HeartbeatQueue {
-  std::mutex mu;
-  std::condition_variable cv;
+  explicit HeartbeatQueue(SyncPort& sync) : mu(sync.NewMutex()), cv(sync.NewCondVar()) {}
+  std::unique_ptr<SyncPort::Mutex> mu;
+  std::unique_ptr<SyncPort::CondVar> cv;
   std::deque<HeartbeatWaiter*> waiting;  // guarded by mu
   bool leader = false;                   // guarded by mu
 };
@@ -158,7 +159,7 @@ struct GroupService::HeartbeatQueue {
 std::shared_ptr<GroupService::HeartbeatQueue> GroupService::QueueFor(const GroupKey& key) {
   std::lock_guard<std::mutex> lock(monitors_mu_);
   auto& slot = queues_[key.Tag()];
-  if (!slot) slot = std::make_shared<HeartbeatQueue>();
+  if (!slot) slot = std::make_shared<HeartbeatQueue>(sync_);
   return slot;
 }
 
@@ -283,7 +284,9 @@ std::vector<Result<HeartbeatResponse>> GroupService::RunHeartbeatBatch(
     out.push_back(r.ok() ? std::move(r.value()[i]) : Result<HeartbeatResponse>(r.error()));
     const auto& res = out.back();
     observer_.OnHeartbeat(
-        key, res.ok() ? HeartbeatStatusName(res->status) : ErrorCodeName(res.error().code));
+        key, *batch[i]->req,
+        res.ok() ? HeartbeatStatusName(res->status) : ErrorCodeName(res.error().code),
+        batch.size());
   }
   return out;
 }
@@ -324,11 +327,11 @@ Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
   }
   std::shared_ptr<HeartbeatQueue> q = QueueFor(key);
   HeartbeatWaiter me{&req, std::nullopt};
-  std::unique_lock<std::mutex> lock(q->mu);
+  std::unique_lock<SyncPort::Mutex> lock(*q->mu);
   q->waiting.push_back(&me);
   while (!me.result) {
     if (q->leader) {
-      q->cv.wait(lock);
+      q->cv->Wait(*q->mu);
       continue;
     }
     // Lead: take what is queued (this request included, unless an earlier leader
@@ -348,7 +351,7 @@ Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
     // MultiCoordinatorTest.SigtermUnderLoad…).
     for (size_t i = 0; i < batch.size(); ++i) batch[i]->result = std::move(answers[i]);
     q->leader = false;
-    q->cv.notify_all();
+    q->cv->NotifyAll();
   }
   return std::move(*me.result);
 }
@@ -502,8 +505,8 @@ Result<GroupView> GroupService::PatchGroup(const GroupKey& key, const PatchGroup
 
 Status GroupService::DeleteGroup(const GroupKey& key, int64_t expected_revision,
                                  RevisionChange* change) {
-  std::shared_ptr<std::mutex> monitor = MonitorFor(key);
-  std::lock_guard<std::mutex> local(*monitor);
+  std::shared_ptr<SyncPort::Mutex> monitor = MonitorFor(key);
+  std::lock_guard<SyncPort::Mutex> local(*monitor);
   RSC_RETURN_IF_ERROR(store_.Delete(key, StoreRevision(expected_revision)));
   if (change) *change = RevisionChange{true, expected_revision, std::nullopt, key};
   // After the key is gone (D1). If this fails the layout keeps listing the group, which
@@ -553,8 +556,8 @@ Result<GroupView> GroupService::RestoreGroup(std::string_view export_json, Revis
   RSC_RETURN_IF_ERROR(layouts_.AddGroup(meta.key.stream, meta.key.group, meta.shard_count,
                                         meta.config, &layout, &meta));
   RSC_RETURN_IF_ERROR(AdoptLayoutInPlace(meta, layout.layout, layout.revision.value()));
-  std::shared_ptr<std::mutex> monitor = MonitorFor(meta.key);
-  std::lock_guard<std::mutex> local(*monitor);
+  std::shared_ptr<SyncPort::Mutex> monitor = MonitorFor(meta.key);
+  std::lock_guard<SyncPort::Mutex> local(*monitor);
   RSC_ASSIGN_OR_RETURN(auto token, store_.Lock(meta.key, options_.lock_ttl, options_.lock_wait));
   if (!token) return MakeError(ErrorCode::kLockTimeout, "group mutex busy; retry the restore");
   RedisLockGuard guard(store_, meta.key, *token);

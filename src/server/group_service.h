@@ -7,7 +7,8 @@
 // Thread safety: all methods may be called concurrently from worker threads. Calls for
 // one group are serialized in-process by a per-group monitor (the seed's "local monitor
 // before the shutdown gate and the Redis mutex"), so replicas contend only across
-// processes.
+// processes. The monitor and the heartbeat queue's wait are a SyncPort's (server/sync.h):
+// OS primitives in production, parking fibers in the simulator's workers.
 
 #include <chrono>
 #include <functional>
@@ -25,6 +26,7 @@
 #include "core/stream_admin.h"
 #include "server/coordinator_api.h"
 #include "server/layout_service.h"
+#include "server/sync.h"
 
 namespace rsc {
 
@@ -33,8 +35,11 @@ class ServiceObserver {
  public:
   virtual ~ServiceObserver() = default;
   virtual void OnEvents(const GroupKey&, const std::vector<Event>&) {}
+  // Once per heartbeat answered, by the thread that decided its batch (of `batch_size`
+  // heartbeats decided under one write), in batch order, right after the batch's write.
   // `status` is a HeartbeatStatusName or an ErrorCodeName.
-  virtual void OnHeartbeat(const GroupKey&, std::string_view /*status*/) {}
+  virtual void OnHeartbeat(const GroupKey&, const HeartbeatRequest& /*req*/,
+                           std::string_view /*status*/, size_t /*batch_size*/) {}
   virtual void OnMutexWait(double /*seconds*/, bool /*acquired*/) {}
   virtual void OnRevisionConflict(const GroupKey&) {}
   // A batch of steady heartbeats committed by RenewIfSteady (true), or refused by it and
@@ -95,6 +100,9 @@ struct GroupServiceOptions {
   // stream's routingLeaseMs: a producer told the old routing before the seal stops using it
   // by then, and its XADD NOMKSTREAM to a deleted key is answered nil, stale routing).
   int64_t retired_retention_ms = 3'600'000;
+  // Where the group monitors and the heartbeat queue block (server/sync.h); nullptr:
+  // SyncPort::Os(). Must outlive the service.
+  SyncPort* sync = nullptr;
 };
 
 class GroupService : public CoordinatorApi {
@@ -142,7 +150,7 @@ class GroupService : public CoordinatorApi {
   Status StreamTick(const std::string& stream);
 
  private:
-  std::shared_ptr<std::mutex> MonitorFor(const GroupKey& key);
+  std::shared_ptr<SyncPort::Mutex> MonitorFor(const GroupKey& key);
   // O1: lag, pending and the oldest pending entry's idle time of every shard in the view,
   // read from Redis (best effort: a shard that cannot be read keeps none).
   void FillBacklog(GroupView& view);
@@ -224,13 +232,15 @@ class GroupService : public CoordinatorApi {
   ServiceObserver& observer_;
   const GroupServiceOptions options_;
   std::function<Status()> ready_probe_;
+  SyncPort& sync_;
 
   std::mutex bases_mu_;
   std::unordered_map<std::string, Basis> bases_;  // by Tag(); guarded by bases_mu_
 
+  // Held only to find or add an entry (never across a Redis call): a std::mutex.
   std::mutex monitors_mu_;
-  std::unordered_map<std::string, std::shared_ptr<std::mutex>> monitors_;    // by Tag()
-  std::unordered_map<std::string, std::shared_ptr<HeartbeatQueue>> queues_;  // by Tag()
+  std::unordered_map<std::string, std::shared_ptr<SyncPort::Mutex>> monitors_;  // by Tag()
+  std::unordered_map<std::string, std::shared_ptr<HeartbeatQueue>> queues_;     // by Tag()
   // Retired keys reported kept (retired_key_kept): once per key and process, not every tick.
   std::mutex kept_mu_;
   std::unordered_set<std::string> kept_reported_;

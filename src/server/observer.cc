@@ -72,7 +72,8 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
   }
 }
 
-void MetricsObserver::OnHeartbeat(const GroupKey&, std::string_view) {
+void MetricsObserver::OnHeartbeat(const GroupKey&, const HeartbeatRequest&, std::string_view,
+                                  size_t) {
   // Counted by the HTTP layer (rsc_heartbeats_total), which also sees rejected requests.
 }
 

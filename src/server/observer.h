@@ -18,7 +18,8 @@ class MetricsObserver : public ServiceObserver {
       : metrics_(metrics), shard_metrics_(shard_metrics) {}
 
   void OnEvents(const GroupKey& key, const std::vector<Event>& events) override;
-  void OnHeartbeat(const GroupKey& key, std::string_view status) override;
+  void OnHeartbeat(const GroupKey& key, const HeartbeatRequest& req, std::string_view status,
+                   size_t batch_size) override;
   void OnMutexWait(double seconds, bool acquired) override;
   void OnRevisionConflict(const GroupKey& key) override;
   void OnSteadyRenewal(const GroupKey& key, bool applied) override;

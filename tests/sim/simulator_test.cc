@@ -37,13 +37,15 @@ void ExpectPasses(uint64_t seed) {
 // bug was on (`reached`: a probe or counter of the run), every run passing, within a bound:
 // the path is exercised, whatever the simulator draws today.
 // `reshards`: operator reshards in every run (rsc-sim --reshards; -1: drawn per seed).
+// `coord_workers`: worker fibers per coordinator (rsc-sim --coord-workers; 0: drawn per seed).
 template <class Reached>
 void ExpectPassesReaching(uint64_t seed, const char* path, Reached reached, int max_runs = 300,
-                          int reshards = -1) {
+                          int reshards = -1, int coord_workers = 0) {
   for (int i = 0; i < max_runs; ++i) {
     SimOptions o;
     o.seed = seed + static_cast<uint64_t>(i);
     o.reshards = reshards;
+    o.coord_workers = coord_workers;
     const SimResult r = RunSimulation(o);
     ASSERT_FALSE(r.violation.has_value()) << FailureReport(o, r);
     if (reached(r)) {
@@ -54,14 +56,15 @@ void ExpectPassesReaching(uint64_t seed, const char* path, Reached reached, int 
   ADD_FAILURE() << "no run from seed " << seed << " within " << max_runs << " reached " << path;
 }
 
-void ExpectPassesReaching(uint64_t seed, const char* probe, int max_runs = 300, int reshards = -1) {
+void ExpectPassesReaching(uint64_t seed, const char* probe, int max_runs = 300, int reshards = -1,
+                          int coord_workers = 0) {
   ExpectPassesReaching(
       seed, probe,
       [probe](const SimResult& r) {
         auto it = r.probes.find(probe);
         return it != r.probes.end() && it->second > 0;
       },
-      max_runs, reshards);
+      max_runs, reshards, coord_workers);
 }
 
 // The default sweep: these seeds pass, and together they reach every probe (a fault model
@@ -157,8 +160,11 @@ TEST(SimulatorRegression, Seed137_StaleSectionNeverShortensAMemberLease) {
 // ARemovalOfAMemberRenewedSinceTheLoadIsRefused.
 // The kept seed was 93000387; the RS6 read each stream tick makes moved the draws so that no
 // run within 300 of it reached the path any more, and 93000820 (a search from there) does.
+// Pinned to one worker per coordinator (the simulator it was found on): with 1–4 workers
+// drawn the draws moved again; the path is reached there too (3 in 1,332 sweep runs).
 TEST(SimulatorRegression, Seed93000387_ARenewalSinceTheLoadKeepsTheMemberAlive) {
-  ExpectPassesReaching(93000820, "stale_removal_refused");
+  ExpectPassesReaching(93000820, "stale_removal_refused", 300, /*reshards=*/-1,
+                       /*coord_workers=*/1);
 }
 
 // Coverage pin, not a bug (SPEC RS6): in a reshard run the layout hash alone is put back to
@@ -420,9 +426,11 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
 // after the heal from when it appears (Simulation::WatchNewestGeneration). The path is rare
 // (about one run in 2,000 with reshards): since reshard runs have every fault the draws
 // moved, and 3,250 runs from the found seed (default and --reshards 2) did not reach it; the
-// search starts at the first --reshards 2 run after it that does, 20265583.
+// search starts at the first --reshards 2 run after it that does, 20265583, pinned to one
+// worker per coordinator (the simulator it was found on; --coord-workers 1).
 TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
-  ExpectPassesReaching(20265583, "newest_generation_after_heal", 300, /*reshards=*/2);
+  ExpectPassesReaching(20265583, "newest_generation_after_heal", 300, /*reshards=*/2,
+                       /*coord_workers=*/1);
 }
 
 // Issue 12 (RS2 under failovers): reshard runs used to go without whole-Redis rollbacks, since
@@ -434,6 +442,24 @@ TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJud
 // have failovers. Seed 2 reshards twice; a failover there loses a layout write.
 TEST(SimulatorRegression, Seed2_AFailoverLosesALayoutWriteOfAReshardAndOrderHolds) {
   ExpectPassesReaching(2, "failover_lost_layout_write");
+}
+
+// Issue 10 (several worker fibers per simulated coordinator), found while building it —
+// simulator bugs, both in what a kDecision records:
+// seed 6 (S6 "from no revision"): a routing request's slow load of an older aggregate came
+// back after another worker's write, and the recorder, which kept only the last aggregate it
+// saw, could not name the one a steady renewal's stamp named. Aggregates are now looked up by
+// stamp (probe steady_basis_seen_earlier).
+TEST(SimulatorRegression, Seed6_ASteadyRenewalIsRecordedOnTheAggregateItsStampNames) {
+  ExpectPassesReaching(6, "steady_basis_seen_earlier");
+}
+// seed 9 (S6 "committed as version 21"): in a batch, an answer decided before a later decision
+// wrote derives from the loaded state (version 20, committed at revision 14), not from the
+// batch's write (revision 15). Each answer is now recorded on its own decision's state and
+// revision (probe batch_answer_before_write); a write committing several versions is recorded
+// as one commit per version (batch_wrote_versions).
+TEST(SimulatorRegression, Seed9_ABatchedAnswerDecidedBeforeTheBatchWroteIsJudgedOnTheLoad) {
+  ExpectPassesReaching(9, "batch_answer_before_write");
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+#pragma once
+// FiberSync: GroupService's blocking waits (server/sync.h) for fibers (sim/fiber.h).
+//
+// A simulated coordinator runs several worker fibers; they park inside Redis calls while
+// holding a group's monitor, and wait for another worker to decide their heartbeat batch.
+// An OS mutex held by a parked fiber would block the scheduler thread for good, so here a
+// wait parks the calling fiber (Yield) and the release schedules its resumption as an event
+// at the current time (World::After(0, …)): the scheduler stays the only one that resumes
+// fibers, and the order of wake-ups is the order of events, so a seed replays exactly.
+//
+// The mutex is handed over in FIFO order (the unlocker names the next owner), as a fair OS
+// mutex would behave under contention. A fiber resumed for any other reason (the end-of-run
+// teardown resumes every fiber until it finishes) re-checks and parks again.
+// Only fibers may lock (never the scheduler thread).
+
+#include <deque>
+#include <memory>
+
+#include "server/sync.h"
+#include "sim/fiber.h"
+#include "sim/world.h"
+
+namespace rsc::sim {
+
+class FiberSync : public SyncPort {
+ public:
+  explicit FiberSync(World& world) : world_(world) {}
+  std::unique_ptr<Mutex> NewMutex() override;
+  std::unique_ptr<CondVar> NewCondVar() override;
+
+  // Parks the calling fiber until an event resumes it (or the teardown does).
+  static void Park();
+  // Resumes `f` from an event at the current time, unless it has finished by then.
+  void WakeLater(Fiber* f);
+
+  World& world() { return world_; }
+
+ private:
+  class FiberMutex;
+  class FiberCondVar;
+  World& world_;
+};
+
+}  // namespace rsc::sim

@@ -1,0 +1,46 @@
+#pragma once
+// SyncPort: the blocking waits GroupService makes, behind a port (issue 10).
+//
+// GroupService blocks in two places: a group's in-process monitor (held across the whole
+// lock → load → decide → CAS section, so across Redis calls) and the heartbeat queue's
+// condition variable (a heartbeat waits while another thread decides its batch). Production
+// blocks the thread (Os()). The simulator runs several workers per coordinator as fibers
+// that park inside Redis calls (sim/fiber.h); a fiber blocked on an OS mutex that a parked
+// fiber holds would stop the whole simulation, so there these waits park the fiber instead
+// (sim/fiber_sync.h). Short critical sections that never span a Redis call keep std::mutex.
+//
+// Mutex has the standard lock/try_lock/unlock names, so std::unique_lock and
+// std::lock_guard work with it.
+
+#include <memory>
+
+namespace rsc {
+
+class SyncPort {
+ public:
+  class Mutex {
+   public:
+    virtual ~Mutex() = default;
+    virtual void lock() = 0;
+    virtual bool try_lock() = 0;
+    virtual void unlock() = 0;
+  };
+  class CondVar {
+   public:
+    virtual ~CondVar() = default;
+    // The caller holds `m`: unlocks it, waits for a NotifyAll, locks it again. May return
+    // without a notify (callers re-check their condition, as with std::condition_variable).
+    virtual void Wait(Mutex& m) = 0;
+    virtual void NotifyAll() = 0;
+  };
+
+  virtual ~SyncPort() = default;
+  virtual std::unique_ptr<Mutex> NewMutex() = 0;
+  // A condition variable used only with mutexes of this port.
+  virtual std::unique_ptr<CondVar> NewCondVar() = 0;
+
+  // std::mutex and std::condition_variable.
+  static SyncPort& Os();
+};
+
+}  // namespace rsc
