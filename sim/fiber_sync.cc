@@ -36,8 +36,7 @@ class FiberSync::FiberMutex : public SyncPort::Mutex {
       owner_ = me;
       return;
     }
-    // GroupService's only mutex held across a Redis call is a group's monitor.
-    sync_.world().probes().Hit("monitor_waited");
+    if (sync_.contended_probe() != nullptr) sync_.world().probes().Hit(sync_.contended_probe());
     waiters_.push_back(me);
     while (owner_ != me) Park();  // unlock() hands it over and wakes us
   }

@@ -24,7 +24,9 @@ namespace rsc::sim {
 
 class FiberSync : public SyncPort {
  public:
-  explicit FiberSync(World& world) : world_(world) {}
+  // `contended_probe`: hit when a lock finds its mutex held (nullptr: none).
+  FiberSync(World& world, const char* contended_probe)
+      : world_(world), contended_probe_(contended_probe) {}
   std::unique_ptr<Mutex> NewMutex() override;
   std::unique_ptr<CondVar> NewCondVar() override;
 
@@ -34,11 +36,13 @@ class FiberSync : public SyncPort {
   void WakeLater(Fiber* f);
 
   World& world() { return world_; }
+  const char* contended_probe() const { return contended_probe_; }
 
  private:
   class FiberMutex;
   class FiberCondVar;
   World& world_;
+  const char* contended_probe_;
 };
 
 }  // namespace rsc::sim

@@ -381,6 +381,8 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
   void See(const GroupKey& key, const AggregateStamp& stamp,
            std::shared_ptr<const GroupMetadata> meta) {
     auto& kept = seen_[key.Tag()];
+    // Distinct aggregates only: loads of an unchanged aggregate do not push older ones out.
+    std::erase_if(kept, [&](const auto& e) { return SameAggregate(e.first, stamp); });
     kept.emplace_back(stamp, std::move(meta));
     if (kept.size() > kSeenKept) kept.pop_front();
   }
@@ -754,7 +756,9 @@ SimCoordinator::SimCoordinator(CoordContext& ctx, int slot, int incarnation, Tim
       tokens_(*ctx.world) {
   store_ = std::make_unique<Store>(*this);
   observer_ = std::make_unique<Observer>(*this);
-  sync_ = std::make_unique<FiberSync>(*ctx.world);
+  sync_ = std::make_unique<FiberSync>(*ctx.world, "monitor_waited");
+  tick_sync_ = std::make_unique<FiberSync>(*ctx.world, nullptr);
+  tick_pass_ = tick_sync_->NewMutex();
   decider_ = std::make_unique<RecordingDecider>(
       ctx.service.decider != nullptr ? *ctx.service.decider : Decider::Real());
   GroupServiceOptions service = ctx.service;
@@ -847,6 +851,10 @@ void SimCoordinator::ScheduleTick() {
       tick_queued_ = true;
       queue_.push_back([this] {
         tick_queued_ = false;
+        // One pass at a time, as production's tick thread runs them: a pass queued while a
+        // longer one runs on another worker waits for it, then runs (with one worker it ran
+        // right after it anyway).
+        std::lock_guard<SyncPort::Mutex> one_pass(*tick_pass_);
         RunTick();
       });
       Wake();

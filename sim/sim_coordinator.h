@@ -159,6 +159,8 @@ class SimCoordinator {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Observer> observer_;
   std::unique_ptr<FiberSync> sync_;
+  std::unique_ptr<FiberSync> tick_sync_;
+  std::unique_ptr<SyncPort::Mutex> tick_pass_;  // held by the worker running a tick pass
   std::unique_ptr<RecordingDecider> decider_;
   std::unique_ptr<GroupService> service_;
   std::unique_ptr<Recorder> recorder_;

@@ -26,7 +26,8 @@ namespace {
 // The kCommit history events S6 judges decisions against: what `proc` wrote at `revision`.
 // A batch of heartbeats commits several versions in one write (each decision's state is in
 // the written lineage history): one kCommit per version above `replaced_version`, the last
-// one the written state's. Creates and restores commit the written version alone.
+// one the written state's, when the history has each of them. Creates and restores commit
+// the written version alone.
 void EmitCommit(World& world, const std::string& proc, int64_t revision,
                 const GroupMetadata& written, const char* how, int64_t round_age_ms = -1,
                 int64_t replaced_version = std::numeric_limits<int64_t>::max()) {
@@ -42,10 +43,25 @@ void EmitCommit(World& world, const std::string& proc, int64_t revision,
     e.round_age_ms = round_age;
     world.Emit(std::move(e));
   };
+  // Only a history that continues the replaced state one version per decision, as the
+  // batch's decisions write it: a history the write made up (the bump_version_on_rollback
+  // mutant copies a client's claimed version into it) commits nothing but its last version.
+  std::vector<const LineageEntry*> between;
   for (const LineageEntry& l : written.lineage_history) {
-    if (l.version.value() <= replaced_version || l.version == written.version) continue;
-    world.probes().Hit("batch_wrote_versions");
-    emit(l.version.value(), l.token, "cas (batched)", -1);
+    if (l.version.value() > replaced_version && l.version.value() < written.version.value()) {
+      between.push_back(&l);
+    }
+  }
+  bool contiguous = replaced_version != std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; contiguous && i < between.size(); ++i) {
+    contiguous = between[i]->version.value() == replaced_version + 1 + static_cast<int64_t>(i);
+  }
+  if (contiguous && !between.empty() &&
+      between.back()->version.value() + 1 == written.version.value()) {
+    for (const LineageEntry* l : between) {
+      world.probes().Hit("batch_wrote_versions");
+      emit(l->version.value(), l->token, "cas (batched)", -1);
+    }
   }
   emit(written.version.value(), written.lineage, how, round_age_ms);
 }

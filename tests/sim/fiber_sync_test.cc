@@ -16,7 +16,7 @@ namespace {
 
 TEST(FiberSync, AMonitorHeldAcrossAParkIsHandedOverInArrivalOrder) {
   World w(1, Buggify::Mode::kAllOff);
-  FiberSync sync(w);
+  FiberSync sync(w, nullptr);
   auto monitor = sync.NewMutex();
   std::vector<std::string> log;
   std::unique_ptr<Fiber> a, b, c;
@@ -42,7 +42,7 @@ TEST(FiberSync, AMonitorHeldAcrossAParkIsHandedOverInArrivalOrder) {
 
 TEST(FiberSync, TryLockNeverParks) {
   World w(1, Buggify::Mode::kAllOff);
-  FiberSync sync(w);
+  FiberSync sync(w, nullptr);
   auto monitor = sync.NewMutex();
   bool second_got_it = true;
   std::unique_ptr<Fiber> holder, prober;
@@ -63,7 +63,7 @@ TEST(FiberSync, TryLockNeverParks) {
 
 TEST(FiberSync, AWaiterRunsOnlyAfterTheNotifyAndHoldsTheMutexAgain) {
   World w(1, Buggify::Mode::kAllOff);
-  FiberSync sync(w);
+  FiberSync sync(w, nullptr);
   auto mu = sync.NewMutex();
   auto cv = sync.NewCondVar();
   bool ready = false;
@@ -92,7 +92,7 @@ TEST(FiberSync, AFiberResumedBeforeItsTurnParksAgain) {
   // The end-of-run teardown resumes every unfinished fiber in turn: one waiting for the
   // monitor must not take it while another holds it.
   World w(1, Buggify::Mode::kAllOff);
-  FiberSync sync(w);
+  FiberSync sync(w, nullptr);
   auto monitor = sync.NewMutex();
   bool holder_done = false;
   bool waiter_saw_holder_done = false;
