@@ -850,11 +850,12 @@ void SimCoordinator::ScheduleTick() {
     if (!terminating_ && !tick_queued_) {
       tick_queued_ = true;
       queue_.push_back([this] {
-        tick_queued_ = false;
         // One pass at a time, as production's tick thread runs them: a pass queued while a
         // longer one runs on another worker waits for it, then runs (with one worker it ran
-        // right after it anyway).
+        // right after it anyway). Until it runs no other pass is queued, so a slow pass
+        // holds up at most one worker besides its own.
         std::lock_guard<SyncPort::Mutex> one_pass(*tick_pass_);
+        tick_queued_ = false;
         RunTick();
       });
       Wake();
