@@ -8,10 +8,10 @@
 // at the current time (World::After(0, …)): the scheduler stays the only one that resumes
 // fibers, and the order of wake-ups is the order of events, so a seed replays exactly.
 //
-// The mutex is handed over in FIFO order (the unlocker names the next owner), as a fair OS
-// mutex would behave under contention. A fiber resumed for any other reason (the end-of-run
-// teardown resumes every fiber until it finishes) re-checks and parks again.
-// Only fibers may lock (never the scheduler thread).
+// The mutex is handed over in FIFO order (the unlocker names the next owner), so no waiter
+// starves; an OS mutex makes no such promise, but a worker's wait has the same meaning. A fiber
+// resumed for any other reason (the end-of-run teardown resumes every fiber until it finishes)
+// re-checks and parks again. Only fibers may lock (never the scheduler thread).
 
 #include <deque>
 #include <memory>
