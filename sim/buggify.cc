@@ -79,6 +79,8 @@ const std::vector<ProbeSpec>& AllProbes() {
       // each reader takes over again anyway. A few seeds per thousand.
       {"late_read_reclaimed", "a reader found another consumer's entry pending and took over",
        false},
+      {"pipelined_read_checked",
+       "a backlog read came with the batch's XACK in front and its late-read check behind"},
       {"publish_refused_expired", "a producer failed closed: routing lease expired (PR5)"},
       {"noscript_reload", "a scripted call hit NOSCRIPT and reloaded"},
       {"acked_publish_lost", "a rollback destroyed an acknowledged publish"},

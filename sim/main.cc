@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   int producers = 0;
   int reshards = -1;
   int coord_workers = 0;
+  int pipelined = -1;
   std::string expect;
   std::string mutant;
   bool list_mutants = false;
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
   app.add_option("--coord-workers", coord_workers,
                  "Worker fibers per coordinator (default: drawn per seed, 1-4)")
       ->check(CLI::Range(1, 16));
+  app.add_option("--pipelined", pipelined,
+                 "1: consumers pipeline a backlog's XACK, read and late-read check; 0: one "
+                 "command at a time (default: drawn per seed)")
+      ->check(CLI::Range(0, 1));
   app.add_flag("--all-faults", all_faults, "Switch every BUGGIFY site on");
   app.add_flag("--no-faults", no_faults, "Switch every BUGGIFY site off");
   app.add_option("--expect", expect,
@@ -100,6 +105,7 @@ int main(int argc, char** argv) {
   base.producers = producers;
   base.reshards = reshards;
   base.coord_workers = coord_workers;
+  base.pipelined = pipelined;
   base.mutant = mutant;
   base.sites = all_faults  ? rsc::sim::Buggify::Mode::kAllOn
                : no_faults ? rsc::sim::Buggify::Mode::kAllOff

@@ -343,9 +343,36 @@ void SimConsumer::Redis(uint64_t reader, const client::ReaderCoreConfig& config,
     case ReaderCommandKind::kReadLive: {
       const int count = command.count;
       const TimeMs block = command.block_ms;
-      exec = [stream, group, consumer, count, block](SimRedis& redis,
-                                                     std::function<void(StreamReply)> done) {
-        redis.XReadGroupBlock(stream, group, consumer, count, block, std::move(done));
+      // PipelinesLiveReads: an XACK in front and a check behind, in one pipeline. Redis runs
+      // a client's pipeline in order: the XACK at once, the check as soon as the read is
+      // answered (after its block, if it waited).
+      const std::vector<StreamId> acks = ParseIds(command.ids);
+      const bool check = command.check_foreign;
+      exec = [stream, group, consumer, count, block, acks, check](
+                 SimRedis& redis, std::function<void(StreamReply)> done) {
+        std::optional<StreamReply> acked;
+        if (!acks.empty()) {
+          acked = redis.Stream([&](Streams& s) { return XAck(s, stream, group, acks); });
+        }
+        redis.XReadGroupBlock(
+            stream, group, consumer, count, block,
+            [&redis, stream, group, check, acked, done = std::move(done)](StreamReply read) {
+              if (acked && !acked->ok()) {  // the entries read stay pending: read again
+                done(*acked);
+                return;
+              }
+              if (acked) read.count = acked->count;
+              if (check && read.ok()) {
+                StreamReply pending =
+                    redis.Stream([&](Streams& s) { return XPending(s, stream, group, 1); });
+                if (!pending.ok()) {
+                  done(std::move(pending));
+                  return;
+                }
+                read.pending = std::move(pending.pending);
+              }
+              done(std::move(read));
+            });
       };
       break;
     }
@@ -369,8 +396,9 @@ void SimConsumer::Redis(uint64_t reader, const client::ReaderCoreConfig& config,
       return;
   }
   const ReaderCommandKind kind = command.kind;
+  const bool checked = command.check_foreign;
   env_.SendRedis(slot_.node, ports_[reader].conn_epoch, std::move(exec),
-                 [this, reader, kind](const StreamReply& reply) {
+                 [this, reader, kind, checked](const StreamReply& reply) {
                    if (dead_) return;
                    const std::optional<client::ReaderInfo> r = runtime_.Reader(reader);
                    if (!r) return;
@@ -379,12 +407,18 @@ void SimConsumer::Redis(uint64_t reader, const client::ReaderCoreConfig& config,
                    if (kind == client::ReaderCommandKind::kAutoClaim && !reply.ids.empty()) {
                      w.probes().Hit("takeover_claimed_pending");
                    }
-                   if (kind == client::ReaderCommandKind::kCheckForeign && reply.ok() &&
-                       !reply.pending.empty() && reply.pending.front().consumer != member_ &&
-                       !r->abandoned) {
+                   const bool check = kind == client::ReaderCommandKind::kCheckForeign ||
+                                      (kind == client::ReaderCommandKind::kReadLive && checked);
+                   if (check && reply.ok() && !reply.pending.empty() &&
+                       reply.pending.front().consumer != member_ && !r->abandoned) {
                      w.probes().Hit("late_read_reclaimed");
                    }
-                   runtime_.OnRedisReply(reader, ToReply(reply));
+                   client::ReaderReply answer = ToReply(reply);
+                   if (kind == client::ReaderCommandKind::kReadLive && checked && answer.ok()) {
+                     answer.checked = true;
+                     if (!answer.entries.empty()) w.probes().Hit("pipelined_read_checked");
+                   }
+                   runtime_.OnRedisReply(reader, std::move(answer));
                  });
 }
 

@@ -41,6 +41,7 @@ struct ConsumerParams {
   TimeMs http_timeout_ms = 2000;
   int max_batch = 10;
   TimeMs block_ms = 1000;
+  bool pipelined = false;  // ConsumerPorts::PipelinesLiveReads
   TimeMs handler_min_ms = 1;
   TimeMs handler_max_ms = 20;
   TimeMs member_lease_ms = 10000;       // the group's, to size a hung handler
@@ -86,6 +87,7 @@ class SimConsumer : public client::ConsumerPorts {
   void Redis(uint64_t reader, const client::ReaderCoreConfig& config,
              const client::ReaderCommand& command) override;
   void Handle(uint64_t reader, Message message) override;
+  bool PipelinesLiveReads() override { return p_.pipelined; }
   void ReaderStopping(uint64_t reader, bool abandon, client::AbandonCause cause) override;
   void SaveVersion(const ObservedVersion& version) override;
   void Observe(uint64_t reader, ConsumerEvent event) override;

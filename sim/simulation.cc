@@ -16,12 +16,12 @@ std::string SimParams::Describe() const {
       "shards={} consumers={} producers={} coordinators={} heartbeat={}ms assignmentLease={}ms "
       "memberLease={}ms rebalanceTimeout={}ms routingLease={}ms routingRefresh={}ms "
       "lockTtl={}ms tick={}ms httpTimeout={}ms maxLag={}ms batch={} block={}ms safety={}s "
-      "convergenceBound={}s reshards={} coordWorkers={}",
+      "convergenceBound={}s reshards={} coordWorkers={} pipelined={}",
       shards, consumers, producers, schedule, group.heartbeat_interval_ms,
       group.assignment_lease_ms, group.member_lease_ms, group.rebalance_timeout_ms,
       group.routing_lease_ms, group.routing_refresh_ms, lock_ttl_ms, tick_ms, http_timeout_ms,
       max_lag_ms, max_batch, block_ms, safety_ms / 1000, convergence_bound_ms / 1000, reshards,
-      coord_workers);
+      coord_workers, pipelined);
 }
 
 SimParams DrawParams(const SimOptions& o) {
@@ -80,6 +80,10 @@ SimParams DrawParams(const SimOptions& o) {
   // strictly ordered coordinator), else 2–4: heartbeats batch and ticks run beside requests.
   p.coord_workers = rng.Chance(0.25) ? 1 : static_cast<int>(rng.Uniform(2, 4));
   if (o.coord_workers > 0) p.coord_workers = o.coord_workers;
+  // Drawn last too. Half the runs send a backlog's XACK, next read and late-read check as one
+  // pipeline (what the library does on one server), half one command at a time (a cluster).
+  p.pipelined = rng.Chance(0.5);
+  if (o.pipelined >= 0) p.pipelined = o.pipelined > 0;
   return p;
 }
 
@@ -514,6 +518,7 @@ std::string ReplayCommand(const SimOptions& o, const std::string& binary) {
   if (o.producers > 0) cmd += fmt::format(" --producers {}", o.producers);
   if (o.reshards >= 0) cmd += fmt::format(" --reshards {}", o.reshards);
   if (o.coord_workers > 0) cmd += fmt::format(" --coord-workers {}", o.coord_workers);
+  if (o.pipelined >= 0) cmd += fmt::format(" --pipelined {}", o.pipelined);
   if (o.sites == Buggify::Mode::kAllOn) cmd += " --all-faults";
   if (o.sites == Buggify::Mode::kAllOff) cmd += " --no-faults";
   if (!o.mutant.empty()) cmd += " --mutant " + o.mutant;

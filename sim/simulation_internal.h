@@ -59,6 +59,7 @@ class Simulation : public Services {
     consumer_params_.http_timeout_ms = p_.http_timeout_ms;
     consumer_params_.max_batch = p_.max_batch;
     consumer_params_.block_ms = p_.block_ms;
+    consumer_params_.pipelined = p_.pipelined;
     consumer_params_.handler_max_ms = p_.handler_max_ms;
     consumer_params_.member_lease_ms = p_.group.member_lease_ms;
     consumer_params_.rebalance_timeout_ms = p_.group.rebalance_timeout_ms;

@@ -316,6 +316,8 @@ class Consumer::Impl : public client::ConsumerPorts {
     redis_.Submit(reader, config, command);
   }
 
+  bool PipelinesLiveReads() override { return redis_.SingleServer(); }
+
   void Handle(uint64_t reader, Message message) override {
     // Decided on a handler thread (the previous message's result came in): that thread makes
     // the call next, at once. Otherwise the call may wait for a thread, and is made only if

@@ -34,6 +34,7 @@ class ConsumerRuntime::Context : public ReaderContext {
   void Observe(ConsumerEvent event) override;
   // Queued, like a drain: the core hears of it in Settle, outside the reader's step.
   void OnSealed(int32_t shard) override { runtime_->sealed_.push_back(shard); }
+  bool PipelinedLive() override { return runtime_->ports_->PipelinesLiveReads(); }
 
  private:
   ConsumerRuntime* const runtime_;

@@ -60,6 +60,9 @@ class ConsumerPorts {
   // Sends a reader command; answered by OnRedisReply(reader, …) exactly once.
   virtual void Redis(uint64_t reader, const ReaderCoreConfig& config,
                      const ReaderCommand& command) = 0;
+  // Whether Redis() takes a live read with an XACK in front and an XPENDING behind, sent in
+  // one pipeline on one connection (ReaderContext::PipelinedLive).
+  virtual bool PipelinesLiveReads() { return false; }
   // Calls the handler on another thread/fiber; answered by OnHandled(reader, …).
   virtual void Handle(uint64_t reader, Message message) = 0;
   // The reader is being drained or abandoned: a port may cut its blocking read short.

@@ -116,6 +116,16 @@ void ReaderCore::OnReply(ReaderReply reply) {
       OnReadReply(reply, false);
       return;
     case ReaderCommandKind::kReadLive:
+      if (acks_with_read_) {
+        acks_with_read_ = false;
+        // The XACK went first: failed, the batch stays pending and is read again (at least
+        // once) and the read's entries with it; confirmed, it counts as an XACK reply.
+        if (!reply.ok()) {
+          Failed(reply);
+          return;
+        }
+        OnAckReply(reply);
+      }
       OnReadReply(reply, true);
       return;
     case ReaderCommandKind::kCheckForeign:
@@ -190,6 +200,13 @@ void ReaderCore::OnReadReply(ReaderReply& reply, bool live) {
     batch_ = std::move(reply.entries);
     next_ = 0;
     batch_active_ = true;
+    return;
+  }
+  full_batch_ = static_cast<int>(reply.entries.size()) >= config_.max_batch;
+  if (reply.checked) {  // the check came behind the read, in its pipeline
+    batch_ = std::move(reply.entries);
+    next_ = 0;
+    OnForeignReply(reply);
     return;
   }
   // New entries are handled only after the late-read check; an idle shard checks now and
@@ -389,6 +406,7 @@ ReaderAction ReaderCore::ReadOrClaim(int64_t budget_ms) {
       c.kind = ReaderCommandKind::kReadLive;
       // BLOCK 0 would mean "forever": at least 1 ms, at most what the lease leaves.
       c.block_ms = std::max<TimeMs>(1, std::min<TimeMs>(config_.block_ms, budget_ms));
+      c.check_foreign = full_batch_ && context_->PipelinedLive();
       Emit(ConsumerEventKind::kRead, {}, "XREADGROUP");
       return Command(std::move(c));
   }
@@ -472,6 +490,9 @@ std::optional<ReaderAction> ReaderCore::Process() {
   cut_ = false;
   if (!acks_.empty()) {
     if (MayHandle()) {
+      if (!cut) {
+        if (std::optional<ReaderAction> read = AckWithRead()) return read;
+      }
       ack_then_reread_ = cut;
       ReaderCommand c;
       c.kind = ReaderCommandKind::kAck;
@@ -488,6 +509,22 @@ std::optional<ReaderAction> ReaderCore::Process() {
     next_ = 0;
   }
   return std::nullopt;
+}
+
+std::optional<ReaderAction> ReaderCore::AckWithRead() {
+  // Only the plain case: a drain, a seal or a halt needs the XACK's answer before anything
+  // else, and a pending-list batch is followed by another pending read.
+  if (!full_batch_ || stage_ != Stage::kLive || seal_in_acks_ || drain_ || halted_ ||
+      !context_->PipelinedLive()) {
+    return std::nullopt;
+  }
+  // C1/C4 as for any read; MayHandle was just checked for the XACK.
+  const int64_t budget = context_->ReadBudgetMs(config_.shard);
+  if (budget <= 0) return std::nullopt;
+  ReaderAction a = ReadOrClaim(budget);
+  a.command.ids = acks_;
+  acks_with_read_ = true;
+  return a;
 }
 
 bool ReaderCore::MayHandle() const { return !abandon_ && context_->MayProcess(config_.shard); }
@@ -523,6 +560,8 @@ ReaderAction ReaderCore::Finish(bool drained) {
 
 void ReaderCore::Failed(const ReaderReply& reply) {
   stage_ = Stage::kSetup;
+  full_batch_ = false;
+  acks_with_read_ = false;
   batch_.clear();
   next_ = 0;
   acks_.clear();
@@ -540,6 +579,7 @@ void ReaderCore::Failed(const ReaderReply& reply) {
 }
 
 void ReaderCore::Interrupt() {
+  full_batch_ = false;
   batch_.clear();
   next_ = 0;
   acks_.clear();

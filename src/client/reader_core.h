@@ -16,6 +16,9 @@
 //       kIdleForeignCheckMs while idle), before handling them: if the group's lowest pending
 //       entry belongs to another consumer name, a previous owner's read reached Redis after
 //       our takeover; take over again and re-read our pending list first (per-key order).
+//   With PipelinedLive(), while reads bring full batches (a backlog): the batch's XACK, the
+//       next XREADGROUP … > and its XPENDING check go in one pipeline on one connection, in
+//       that order. Redis runs them in that order, so nothing changes but the round trips.
 // Every claim and read is issued only while ReaderContext::ReadBudgetMs > 0 (C1/C4), and a
 // live read never blocks past it. Each entry of a batch is handed to the handler in order
 // (only while MayProcess); the completed ones are XACKed together after the batch. Handler
@@ -102,6 +105,11 @@ class ReaderContext {
   // RS3: the seal entry of `shard` (a sealed generation's shard) was XACKed — the shard is
   // read to its end for this group. Repeated if the seal is read again (a failover).
   virtual void OnSealed(int32_t /*shard*/) {}
+  // Whether the port can send a live read's XACK before it and its late-read check after it,
+  // in one pipeline on one connection (ReaderCommand::ids and check_foreign of kReadLive): a
+  // backlog then costs one round trip per batch instead of three. One server only: on a
+  // cluster a redirection could part the three commands. Asked before each such read.
+  virtual bool PipelinedLive() { return false; }
 };
 
 struct ReaderCoreConfig {
@@ -138,6 +146,8 @@ enum class ReaderCommandKind {
   kClaim,         // XCLAIM stream G me 0 <ids…> JUSTID               (before Redis 6.2)
   kReadPending,   // XREADGROUP GROUP G me COUNT <count> STREAMS stream <cursor>
   kReadLive,      // XREADGROUP GROUP G me COUNT <count> BLOCK <block_ms> STREAMS stream >
+                  //   with PipelinedLive(), maybe XACK stream G <ids…> in front of it and
+                  //   XPENDING stream G - + 1 behind it (ReaderCommand::ids, check_foreign)
   kCheckForeign,  // XPENDING stream G - + 1
   kAck,           // XACK stream G <ids…>
   kDeadLetter,    // EVAL kDeadLetterScript 2 stream dlq G id <fields…> <rsc-* fields>
@@ -149,7 +159,8 @@ struct ReaderCommand {
   std::string cursor;                  // kAutoClaim, kPendingPage, kReadPending
   int count = 0;                       // kAutoClaim, kPendingPage, kReadPending, kReadLive
   TimeMs block_ms = 0;                 // kReadLive (≥ 1)
-  std::vector<std::string> ids;        // kClaim, kAck
+  std::vector<std::string> ids;        // kClaim, kAck; kReadLive: XACKed in front of it
+  bool check_foreign = false;          // kReadLive: XPENDING stream G - + 1 right behind it
   const ReaderEntry* entry = nullptr;  // kDeadLetter (valid until the reply is fed back)
   std::string error;                   // kDeadLetter: the handler's last error
   int attempts = 0;                    // kDeadLetter
@@ -166,11 +177,15 @@ struct ReaderReply {
   Kind kind = Kind::kOk;
   std::string error;
   std::string cursor;                       // kAutoClaim: the next cursor
-  int64_t count = 0;                        // kAutoClaim/kClaim: ids claimed; kAck: ids acked
+  int64_t count = 0;                        // kAutoClaim/kClaim: ids claimed; kAck (and
+                                            // kReadLive with ids): ids acked
   std::vector<std::string> ids;             // kPendingPage: the page's ids
   std::vector<ReaderEntry> entries;         // kReadPending, kReadLive
   std::optional<std::string> lowest_owner;  // kCheckForeign: owner of the lowest pending
                                             // entry of the group (none: nothing pending)
+  bool checked = false;  // kReadLive with check_foreign: lowest_owner holds its answer
+  // kReadLive with ids or check_foreign: an error of any of its commands makes the whole
+  // reply kError (or kTransport), and its entries are dropped: they stay pending for us.
 
   bool ok() const { return kind == Kind::kOk || kind == Kind::kNil; }
   static ReaderReply Error(Kind kind, std::string error) {
@@ -245,6 +260,9 @@ class ReaderCore {
   ReaderAction Command(ReaderCommand command);
   ReaderAction ReadOrClaim(int64_t budget_ms);
   std::optional<ReaderAction> CheckForeign();
+  // PipelinedLive(), after a full live batch: the next live read, carrying the batch's XACK
+  // in front of it; nullopt when the XACK must go alone.
+  std::optional<ReaderAction> AckWithRead();
   std::optional<ReaderAction> Process();
   ReaderAction Sleep(TimeMs ms);
   ReaderAction Finish(bool drained);
@@ -294,6 +312,11 @@ class ReaderCore {
   bool batch_active_ = false;
   bool cut_ = false;  // stop before next_, XACK what is done, then re-read the pending list
   bool ack_then_reread_ = false;  // the XACK in flight ends a cut batch
+  bool acks_with_read_ = false;   // the live read in flight carries acks_ (PipelinedLive)
+  // The last live read brought a full batch (a backlog): the next one is
+  // sent with the batch's XACK in front and the late-read check behind. Otherwise (a
+  // trickle, idle shards) reads go alone, so idle shards cost no extra XPENDING per read.
+  bool full_batch_ = false;
   std::vector<ReaderEntry> batch_;
   size_t next_ = 0;
   std::vector<std::string> acks_;

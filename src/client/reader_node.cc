@@ -302,14 +302,11 @@ void ReaderNode::Cancel(uint64_t token, bool now) {
   if (stopping_) return;
   for (auto it = live_queue_.begin(); it != live_queue_.end(); ++it) {
     if (it->token != token) continue;
-    live_queue_.erase(it);
     // Answered by the command thread, which is never blocked for long: the live thread may
     // be inside a read, and the caller must not get an answer synchronously.
-    Queued q;
-    q.type = Queued::Type::kAnswerNil;
-    q.command.token = token;
-    command_queue_.push_back(std::move(q));
-    command_cv_.notify_one();
+    NodeRead read = std::move(*it);
+    live_queue_.erase(it);
+    AnswerUnsentLocked(std::move(read));
     return;
   }
   if (!live_busy_) return;
@@ -431,7 +428,10 @@ void ReaderNode::ExecuteBatch(std::vector<Queued>& batch) {
   answers.reserve(batch.size());
   // A cancelled queued read first, before the pipeline: nothing to wait for.
   for (const Queued& q : batch) {
-    if (q.type == Queued::Type::kAnswerNil) answers.push_back({q.command.token, Nil()});
+    if (q.type != Queued::Type::kAnswerNil) continue;
+    ReaderReply nil = Nil();
+    if (q.acked) nil.count = *q.acked;
+    answers.push_back({q.command.token, std::move(nil)});
   }
   Deliver(answers);
   std::vector<const redis::Command*> cmds;
@@ -581,7 +581,11 @@ void ReaderNode::RunLive() {
       // over from a read cut short, or polled without entries) gets the timeout it asked for.
       for (auto it = live_queue_.begin(); it != live_queue_.end();) {
         if (it->deadline <= now) {
-          answers.push_back({it->token, Nil()});
+          if (it->ack_args.empty() && !it->acked) {
+            answers.push_back({it->token, Nil()});
+          } else {
+            AnswerUnsentLocked(std::move(*it));
+          }
           it = live_queue_.erase(it);
         } else {
           ++it;
@@ -672,6 +676,7 @@ void ReaderNode::ChooseBlockingLocked(Clock::time_point now) {
                  "STREAMS"};
   for (const NodeRead& r : bucket.reads) bucket.args.push_back(r.stream);
   bucket.args.insert(bucket.args.end(), bucket.reads.size(), ">");
+  AddPipelinedLocked(bucket);
   ++stats_.live_reads;
   stats_.live_read_streams += static_cast<int64_t>(bucket.reads.size());
   live_round_.blocking = true;
@@ -714,44 +719,170 @@ void ReaderNode::ChoosePollsLocked() {
                    "STREAMS"};
     for (const NodeRead& r : bucket.reads) bucket.args.push_back(r.stream);
     bucket.args.insert(bucket.args.end(), bucket.reads.size(), ">");
+    AddPipelinedLocked(bucket);
     ++stats_.polls;
   }
   live_round_.blocking = false;
 }
 
-void ReaderNode::RunRound() {
-  static const redis::Command kAsking{"ASKING"};
-  // The round's args are not changed by anyone while it is in flight: read them unlocked.
-  std::vector<std::optional<redis::Reply>> replies(live_round_.buckets.size());
-  std::string error;
-  const Clock::time_point sent_at = Clock::now();
-  if (live_round_.blocking) {
-    Result<redis::Reply> result =
-        live_conn_.Run(live_round_.buckets[0].args, redis::CommandKind::kRead,
-                       live_round_.block + command_timeout_);
-    if (result.ok()) {
-      replies[0] = std::move(result).value();
-    } else {
-      error = result.error().message;
+void ReaderNode::AddPipelinedLocked(Bucket& bucket) {
+  for (size_t i = 0; i < bucket.reads.size(); ++i) {
+    NodeRead& read = bucket.reads[i];
+    if (!read.ack_args.empty()) {
+      bucket.acks.push_back(std::move(read.ack_args));
+      bucket.acks_of.push_back(i);
+      read.ack_args.clear();
     }
-  } else {
-    std::vector<const redis::Command*> cmds;
-    for (const Bucket& bucket : live_round_.buckets) {
-      if (bucket.asking) cmds.push_back(&kAsking);
-      cmds.push_back(&bucket.args);
-    }
-    Status sent = live_conn_.Send(cmds, redis::CommandKind::kRead);
-    if (!sent.ok()) error = sent.error().message;
-    for (size_t i = 0; sent.ok() && i < live_round_.buckets.size(); ++i) {
-      Result<redis::Reply> r = live_conn_.Receive();
-      if (r.ok() && live_round_.buckets[i].asking) r = live_conn_.Receive();
-      if (!r.ok()) {
-        error = "Redis pipeline failed: " + r.error().message;
-        break;
-      }
-      replies[i] = std::move(r).value();
+    if (read.check) {
+      bucket.checks.push_back({"XPENDING", read.stream, read.group, "-", "+", "1"});
+      bucket.checks_of.push_back(i);
     }
   }
+}
+
+void ReaderNode::AnswerUnsentLocked(NodeRead read) {
+  Queued q;
+  q.command.token = read.token;
+  if (read.ack_args.empty()) {
+    q.type = Queued::Type::kAnswerNil;
+    q.acked = read.acked;
+  } else {
+    q.type = Queued::Type::kCommand;
+    q.command.kind = ReaderCommandKind::kAck;
+    q.command.key = read.stream;
+    q.command.args = std::move(read.ack_args);
+  }
+  command_queue_.push_back(std::move(q));
+  command_cv_.notify_one();
+}
+
+bool ReaderNode::SendRound(std::vector<BucketReplies>& replies, std::string* error) {
+  static const redis::Command kAsking{"ASKING"};
+  // The round's commands are not changed by anyone while it is in flight: read them unlocked.
+  // Per bucket, in this order: its XACKs, ASKING, the read, its checks.
+  std::vector<const redis::Command*> cmds;
+  bool writes = false;
+  for (const Bucket& bucket : live_round_.buckets) {
+    for (const redis::Command& ack : bucket.acks) cmds.push_back(&ack);
+    writes = writes || !bucket.acks.empty();
+    if (bucket.asking) cmds.push_back(&kAsking);
+    cmds.push_back(&bucket.args);
+    for (const redis::Command& check : bucket.checks) cmds.push_back(&check);
+  }
+  // A lost reply to an XACK is a transport failure to the core either way.
+  Status sent =
+      live_conn_.Send(cmds, writes ? redis::CommandKind::kWrite : redis::CommandKind::kRead);
+  if (!sent.ok()) {
+    *error = sent.error().message;
+    return false;
+  }
+  auto receive = [&](std::optional<redis::Reply>* into, std::optional<milliseconds> timeout) {
+    Result<redis::Reply> r = timeout ? live_conn_.Receive(*timeout) : live_conn_.Receive();
+    if (!r.ok()) {
+      *error = (live_round_.blocking ? "" : "Redis pipeline failed: ") + r.error().message;
+      return false;
+    }
+    *into = std::move(r).value();
+    return true;
+  };
+  for (size_t i = 0; i < live_round_.buckets.size(); ++i) {
+    const Bucket& bucket = live_round_.buckets[i];
+    BucketReplies& out = replies[i];
+    out.acks.resize(bucket.acks.size());
+    out.checks.resize(bucket.checks.size());
+    for (auto& ack : out.acks) {
+      if (!receive(&ack, std::nullopt)) return false;
+    }
+    std::optional<redis::Reply> asking;
+    if (bucket.asking && !receive(&asking, std::nullopt)) return false;
+    // A blocking read is answered within its BLOCK plus the command timeout.
+    std::optional<milliseconds> wait;
+    if (live_round_.blocking) wait = live_round_.block + command_timeout_;
+    if (!receive(&out.read, wait)) return false;
+    for (auto& check : out.checks) {
+      if (!receive(&check, std::nullopt)) return false;
+    }
+  }
+  return true;
+}
+
+void ReaderNode::ApplyAcksLocked(Bucket& bucket, BucketReplies& replies, const std::string& error,
+                                 std::vector<ReaderAnswer>* answers) {
+  if (bucket.acks_of.empty()) return;
+  std::vector<bool> failed(bucket.reads.size(), false);
+  for (size_t k = 0; k < bucket.acks_of.size(); ++k) {
+    NodeRead& read = bucket.reads[bucket.acks_of[k]];
+    std::optional<redis::Reply>& reply = replies.acks[k];
+    if (reply && reply->IsInteger()) {
+      read.acked = reply->integer;
+      continue;
+    }
+    // The XACK failed: the batch stays pending, and so do the entries this read brought.
+    ReaderCommand as;
+    as.kind = ReaderCommandKind::kAck;
+    answers->push_back(
+        {read.token, reply ? ParseReaderReply(as, *reply)
+                           : ReaderReply::Error(ReaderReply::Kind::kTransport, error)});
+    failed[bucket.acks_of[k]] = true;
+  }
+  // Those readers are answered: out of the bucket (and its checks' indexes with them).
+  std::vector<size_t> new_index(bucket.reads.size());
+  std::vector<NodeRead> kept;
+  for (size_t i = 0; i < bucket.reads.size(); ++i) {
+    new_index[i] = kept.size();
+    if (!failed[i]) kept.push_back(std::move(bucket.reads[i]));
+  }
+  std::vector<size_t> checks_of;
+  std::vector<std::optional<redis::Reply>> checks;
+  for (size_t k = 0; k < bucket.checks_of.size(); ++k) {
+    if (failed[bucket.checks_of[k]]) continue;
+    checks_of.push_back(new_index[bucket.checks_of[k]]);
+    checks.push_back(std::move(replies.checks[k]));
+  }
+  bucket.reads = std::move(kept);
+  bucket.checks_of = std::move(checks_of);
+  replies.checks = std::move(checks);
+}
+
+void ReaderNode::ApplyChecks(const Bucket& bucket, BucketReplies& replies,
+                             std::vector<ReaderAnswer>* answers, size_t first) {
+  std::unordered_map<uint64_t, const NodeRead*> acked;
+  std::unordered_map<uint64_t, std::optional<redis::Reply>*> checks;
+  for (const NodeRead& read : bucket.reads) {
+    if (read.acked) acked.emplace(read.token, &read);
+  }
+  for (size_t k = 0; k < bucket.checks_of.size(); ++k) {
+    checks.emplace(bucket.reads[bucket.checks_of[k]].token, &replies.checks[k]);
+  }
+  if (acked.empty() && checks.empty()) return;
+  for (size_t i = first; i < answers->size(); ++i) {
+    ReaderAnswer& a = (*answers)[i];
+    if (!a.reply.ok()) continue;  // the core drops the entries; a count would not be read
+    if (auto it = acked.find(a.token); it != acked.end()) a.reply.count = *it->second->acked;
+    auto it = checks.find(a.token);
+    if (it == checks.end()) continue;
+    std::optional<redis::Reply>& reply = *it->second;
+    ReaderCommand as;
+    as.kind = ReaderCommandKind::kCheckForeign;
+    if (!reply) {  // the connection failed after the read's reply
+      a.reply = ReaderReply::Error(ReaderReply::Kind::kTransport, "no reply to the check");
+      continue;
+    }
+    ReaderReply check = ParseReaderReply(as, *reply);
+    if (!check.ok()) {  // the entries stay pending: read again after the setup
+      a.reply = std::move(check);
+      continue;
+    }
+    a.reply.lowest_owner = std::move(check.lowest_owner);
+    a.reply.checked = true;
+  }
+}
+
+void ReaderNode::RunRound() {
+  std::vector<BucketReplies> replies(live_round_.buckets.size());
+  std::string error;
+  const Clock::time_point sent_at = Clock::now();
+  (void)SendRound(replies, &error);
   // Redis starts the BLOCK when the command arrives, after sent_at: a nil reply earlier
   // than this was an unblock, not a timeout.
   const bool timed_out = Clock::now() >= sent_at + live_round_.block;
@@ -774,8 +905,10 @@ void ReaderNode::RunRound() {
     std::vector<NodeRead> carry;
     bool found = false;
     for (size_t i = 0; i < round.buckets.size(); ++i) {
+      ApplyAcksLocked(round.buckets[i], replies[i], error, &answers);
+      const size_t first = answers.size();
       redis::Reply cut;  // nil
-      redis::Reply* reply = replies[i] ? &*replies[i] : nullptr;
+      redis::Reply* reply = replies[i].read ? &*replies[i].read : nullptr;
       bool as_timed_out = timed_out;
       if (!reply && live_cut_) {
         // Our own cut: answered like an unblocked read (the cancelled readers kNil, the
@@ -789,6 +922,7 @@ void ReaderNode::RunRound() {
       } else {
         AnswerPollLocked(round.buckets[i].reads, reply, error, &answers, &carry, &bounced, &found);
       }
+      ApplyChecks(round.buckets[i], replies[i], &answers, first);
     }
     // Carried-over readers go first in the next round, in their order.
     live_queue_.insert(live_queue_.begin(), std::make_move_iterator(carry.begin()),

@@ -13,6 +13,13 @@
 //   slot (a multi-key command cannot span slots) — are combined into one blocking
 //   `XREADGROUP GROUP G me COUNT <min> BLOCK <min> STREAMS s1 s2 ... > > ...`, so N idle
 //   shards cost one blocked command, not N. On one server every read of a pair can share.
+//   On one server a read may also carry its reader's XACK (NodeRead::ack_args) and late-read
+//   check (NodeRead::check): the round then writes, in one pipeline, every carried XACK, the
+//   combined read, and every carried `XPENDING s G - + 1`, and each reader's answer holds its
+//   XACK's count (ReaderReply::count) and its check (lowest_owner, checked). A failed XACK or
+//   check answers only its reader, with the error. An XACK is sent once: a reader carried over
+//   to the next read keeps the count; a read taken out of the queue unsent (cancelled, or its
+//   block time ran out) sends its XACK alone over the command connection.
 // * Polling (a cluster node whose queued reads span several slots, or a read that must be
 //   sent after ASKING): a blocking read would stall the others, so the node sends one
 //   non-blocking read per (group, consumer name, slot) in one pipeline, answers the readers
@@ -114,6 +121,12 @@ struct NodeRead {
   int slot = 0;  // the stream's hash slot on a cluster; 0 on one server
   int count = 0;
   Clock::time_point deadline;  // queued + block_ms: answered by then at the latest
+  // One server only (ReaderRedis::SingleServer): sent in front of the read in its pipeline,
+  // then cleared; `acked` keeps its count for the read's answer (a read carried over to the
+  // next round does not XACK again).
+  std::vector<std::string> ack_args;
+  std::optional<int64_t> acked;
+  bool check = false;  // XPENDING stream G - + 1 behind the read (ReaderCommand::check_foreign)
   bool cancelled = false;
   bool asking = false;
   int redirects = 0;
@@ -166,14 +179,24 @@ class ReaderNode {
     };
     Type type = Type::kCommand;
     NodeCommand command;
-    uint64_t gen = 0;  // kUnblock
-    int attempt = 0;   // kUnblock: retries so far
+    std::optional<int64_t> acked;  // kAnswerNil: the count of the XACK the read carried
+    uint64_t gen = 0;              // kUnblock
+    int attempt = 0;               // kUnblock: retries so far
   };
   // One command of a live round: the reads it names.
   struct Bucket {
     std::vector<NodeRead> reads;
     std::vector<std::string> args;
     bool asking = false;  // sent after ASKING
+    // One server: the XACKs some reads carry, sent in front of the read, and the late-read
+    // checks sent behind it; `*_of`: the index in `reads` of each one's reader.
+    std::vector<redis::Command> acks, checks;
+    std::vector<size_t> acks_of, checks_of;
+  };
+  // The replies of one bucket (nullopt: lost to a transport failure).
+  struct BucketReplies {
+    std::vector<std::optional<redis::Reply>> acks, checks;
+    std::optional<redis::Reply> read;
   };
   // What one live round sends: a blocking combined read (one bucket), or a pipeline of polls.
   struct LiveRound {
@@ -192,8 +215,24 @@ class ReaderNode {
   bool ChooseRoundLocked();
   void ChooseBlockingLocked(Clock::time_point now);
   void ChoosePollsLocked();
+  // Moves the XACKs and checks of the bucket's reads into it (after its reads are chosen).
+  static void AddPipelinedLocked(Bucket& bucket);
+  // A read taken out of the live queue unsent (cancelled, or its block time ran out while it
+  // waited): answered kNil by the command thread, with the count of an XACK an earlier round
+  // sent for it; an XACK it carries that was not sent yet goes alone, and its reply is the
+  // read's answer (no entries), so the batch it settles is not handled twice.
+  void AnswerUnsentLocked(NodeRead read);
   // Sends live_round_ and hands out its answers.
   void RunRound();
+  // Sends the round's commands; false (and `error`) on a transport failure.
+  bool SendRound(std::vector<BucketReplies>& replies, std::string* error);
+  // Before a bucket is answered: its XACKs' counts go into the reads (a failed XACK answers
+  // its reader at once, with the error); after: the answers in `answers` from `first` on get
+  // their XACK's count and their check's result.
+  void ApplyAcksLocked(Bucket& bucket, BucketReplies& replies, const std::string& error,
+                       std::vector<ReaderAnswer>* answers);
+  static void ApplyChecks(const Bucket& bucket, BucketReplies& replies,
+                          std::vector<ReaderAnswer>* answers, size_t first);
   // Answers of a blocking read that returned `reply` (nullptr: transport failure, `error`);
   // readers to carry over go to `carry`, redirected ones to `bounced`.
   void AnswerBlockingLocked(std::vector<NodeRead>& reads, redis::Reply* reply,

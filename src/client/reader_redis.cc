@@ -81,6 +81,11 @@ void ReaderRedis::Submit(uint64_t token, const ReaderCoreConfig& config,
     read.slot = redis::KeySlot(config.stream);
     read.count = command.count;
     read.deadline = Clock::now() + milliseconds(std::max<TimeMs>(1, command.block_ms));
+    if (!command.ids.empty()) {
+      read.ack_args = {"XACK", config.stream, config.group};
+      read.ack_args.insert(read.ack_args.end(), command.ids.begin(), command.ids.end());
+    }
+    read.check = command.check_foreign;
     item = std::move(read);
   } else {
     NodeCommand cmd;
@@ -106,9 +111,13 @@ void ReaderRedis::Cancel(uint64_t token, bool now) {
   for (auto it = held_.begin(); it != held_.end(); ++it) {
     const NodeRead* read = std::get_if<NodeRead>(&*it);
     if (read == nullptr || read->token != token) continue;
+    // Answered by the port's thread: the caller must not get `done` synchronously. An XACK
+    // it carried was not sent (held reads carry none: only a known single server takes them).
+    answers_.push_back({token, read->ack_args.empty()
+                                   ? Nil()
+                                   : ReaderReply::Error(ReaderReply::Kind::kTransport,
+                                                        "cancelled before it was sent")});
     held_.erase(it);
-    // Answered by the port's thread: the caller must not get `done` synchronously.
-    answers_.push_back({token, Nil()});
     cv_.notify_one();
     return;
   }
@@ -264,6 +273,7 @@ bool ReaderRedis::Open(std::string* error) {
     mode_ = Mode::kCluster;
   } else {
     mode_ = Mode::kSingle;  // the executor's pool is not needed: the node has its own
+    single_.store(true, std::memory_order_release);
   }
   return true;
 }

@@ -106,6 +106,9 @@ class ReaderRedis {
   void Cancel(uint64_t token, bool now = false);
   // Summed over the nodes, plus the port's own thread.
   ReaderRedisStats Stats() const;
+  // The server is known to be one server, not a cluster: a kReadLive may then carry an XACK
+  // (ReaderCommand::ids) and a check (check_foreign), sent with it in one pipeline.
+  bool SingleServer() const { return single_.load(std::memory_order_acquire); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -128,6 +131,7 @@ class ReaderRedis {
   const Done done_;
   BatchDone batch_done_;             // set before Start(), then read-only
   std::atomic<bool> halted_{false};  // set by Stop(): no `done` from then on
+  std::atomic<bool> single_{false};  // mode_ became kSingle (it never changes after)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;               // held_, refresh_requested_, stopping_

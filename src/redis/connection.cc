@@ -418,6 +418,13 @@ Result<Reply> Connection::Receive() {
   return std::move(*reply);
 }
 
+Result<Reply> Connection::Receive(std::chrono::milliseconds timeout) {
+  SetTimeout(timeout);
+  Result<Reply> r = Receive();
+  SetTimeout(options_.command_timeout);
+  return r;
+}
+
 Error Connection::ReadFailure() {
   std::string why = LooksLikeTimeout(ctx_)
                         ? fmt::format("no reply within {} ms", timeout_now_.count())

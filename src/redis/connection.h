@@ -98,6 +98,9 @@ class Connection {
   Status Send(const std::vector<Command>& cmds, CommandKind kind);
   Status Send(const std::vector<const Command*>& cmds, CommandKind kind);  // no copies
   Result<Reply> Receive();
+  // The same with a reply timeout other than the connection's, for this reply only (a
+  // blocking read inside a pipeline).
+  Result<Reply> Receive(std::chrono::milliseconds timeout);
 
   // Shuts the socket down (any thread): a command the owner is blocked in fails at once
   // with a transport error; the owner's next command reconnects. For a shared blocking read

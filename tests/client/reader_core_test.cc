@@ -24,7 +24,10 @@ class FakeContext : public ReaderContext {
   std::vector<ConsumerEvent> events;
   std::vector<std::string> gave_up;
 
+  bool pipelined = false;
+
   int64_t ReadBudgetMs(int32_t /*shard*/) override { return budget_ms; }
+  bool PipelinedLive() override { return pipelined; }
   bool MayProcess(int32_t /*shard*/) override { return may_process; }
   TimeMs NowMs() override { return now; }
   void OnHandlerGaveUp(int32_t /*shard*/, const std::string& error) override {
@@ -439,6 +442,121 @@ TEST_F(ReaderCoreTest, ThePendingPageWalkEndsAtASeal) {
   c = ExpectCommand(Cmd::kAck);
   core_.OnReply(Acked(2));
   EXPECT_EQ(ctx_.sealed, (std::vector<int32_t>{3}));
+}
+
+// PipelinedLive (one server): while live reads bring full batches, the batch's XACK rides in
+// front of the next read and the late-read check behind it — one round trip per batch.
+class PipelinedReader : public ReaderCoreTest {
+ protected:
+  PipelinedReader() : ReaderCoreTest(Small()) { ctx_.pipelined = true; }
+  static ReaderCoreConfig Small() {
+    ReaderCoreConfig c = Config();
+    c.max_batch = 2;
+    return c;
+  }
+  // Handles `ids` in order.
+  void HandleAll(const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      ExpectDeliver(id);
+      core_.OnHandled(HandlerResult::Ok());
+    }
+  }
+  static ReaderReply CheckedEntries(std::vector<std::string> ids, std::string owner,
+                                    int64_t acked = 0) {
+    ReaderReply r = Entries(std::move(ids));
+    r.checked = true;
+    r.lowest_owner = std::move(owner);
+    r.count = acked;
+    return r;
+  }
+};
+
+TEST_F(PipelinedReader, AFullBatchSendsItsAckWithTheNextReadAndThatReadsCheckBehindIt) {
+  ToLive();
+  ReaderCommand c = ExpectCommand(Cmd::kReadLive);
+  EXPECT_FALSE(c.check_foreign) << "not after an empty or partial read: idle shards stay cheap";
+  EXPECT_TRUE(c.ids.empty());
+  core_.OnReply(Entries({"5-0", "6-0"}));  // full: a backlog
+  ExpectCommand(Cmd::kCheckForeign);
+  core_.OnReply(Lowest("me"));
+  HandleAll({"5-0", "6-0"});
+  c = ExpectCommand(Cmd::kReadLive);
+  EXPECT_EQ(c.ids, (std::vector<std::string>{"5-0", "6-0"}));
+  EXPECT_TRUE(c.check_foreign);
+  EXPECT_TRUE(ctx_.Of(ConsumerEventKind::kAck).empty()) << "not confirmed yet";
+  core_.OnReply(CheckedEntries({"7-0", "8-0"}, "me", 2));
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kAck), (std::vector<std::string>{"5-0", "6-0"}));
+  EXPECT_EQ(stats_.acked.load(), 2);
+  HandleAll({"7-0", "8-0"});  // no separate check: it came with the read
+  c = ExpectCommand(Cmd::kReadLive);
+  EXPECT_EQ(c.ids, (std::vector<std::string>{"7-0", "8-0"}));
+  // A partial batch ends the backlog: its XACK goes alone, and so does the next read.
+  core_.OnReply(CheckedEntries({"9-0"}, "me", 2));
+  HandleAll({"9-0"});
+  c = ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(1));
+  c = ExpectCommand(Cmd::kReadLive);
+  EXPECT_TRUE(c.ids.empty());
+  EXPECT_FALSE(c.check_foreign);
+}
+
+TEST_F(PipelinedReader, ACheckBehindTheReadThatFindsALateReadTakesOverAgain) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  HandleAll({"5-0", "6-0"});
+  ExpectCommand(Cmd::kReadLive);
+  core_.OnReply(CheckedEntries({"8-0", "9-0"}, "previous-owner", 2));
+  EXPECT_EQ(stats_.foreign_claims.load(), 1);
+  ExpectCommand(Cmd::kCreateGroup);  // nothing of 8-0, 9-0 handled before the takeover
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kDeliver), (std::vector<std::string>{"5-0", "6-0"}));
+}
+
+TEST_F(PipelinedReader, AFailedPipelineLeavesTheBatchPendingAndReadsItAgain) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  HandleAll({"5-0", "6-0"});
+  ExpectCommand(Cmd::kReadLive);
+  core_.OnReply(ReaderReply::Error(ReaderReply::Kind::kTransport, "reset"));
+  EXPECT_TRUE(ctx_.Of(ConsumerEventKind::kAck).empty());
+  EXPECT_EQ(stats_.acked.load(), 0);
+  const ReaderAction a = Next();
+  EXPECT_EQ(a.kind, Kind::kSleep);  // the backoff, then the setup and the pending list
+  core_.OnWake();
+  ExpectCommand(Cmd::kCreateGroup);
+}
+
+TEST_F(PipelinedReader, NoAckRidesAReadWithoutBudgetOrWhenDraining) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  HandleAll({"5-0"});
+  ctx_.budget_ms = 0;  // the lease still allows the XACK, not a read
+  ExpectDeliver("6-0");
+  core_.OnHandled(HandlerResult::Ok());
+  ReaderCommand c = ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(2));
+  ctx_.budget_ms = 5000;
+  ExpectCommand(Cmd::kReadLive);
+  core_.OnReply(Entries({"7-0", "8-0"}));
+  ExpectCommand(Cmd::kCheckForeign);
+  core_.OnReply(Lowest("me"));
+  HandleAll({"7-0"});
+  core_.Drain();
+  ExpectDeliver("8-0");
+  core_.OnHandled(HandlerResult::Ok());
+  c = ExpectCommand(Cmd::kAck);  // a drain's last XACK goes alone, then it finishes
+  core_.OnReply(Acked(2));
+  EXPECT_EQ(Next().kind, Kind::kFinished);
+}
+
+TEST_F(PipelinedReader, WithoutThePortsConsentEverythingGoesAlone) {
+  ctx_.pipelined = false;  // a cluster
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  HandleAll({"5-0", "6-0"});
+  ReaderCommand c = ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(2));
+  c = ExpectCommand(Cmd::kReadLive);
+  EXPECT_FALSE(c.check_foreign);
 }
 
 class ReaderPolicyTest : public ReaderCoreTest {

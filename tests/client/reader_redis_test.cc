@@ -31,6 +31,7 @@ namespace rsc::client {
 namespace {
 
 using namespace std::chrono_literals;
+using rsc::testing::CliReply;
 using rsc::testing::RedisCli;
 using rsc::testing::RedisProcess;
 using rsc::testing::WaitFor;
@@ -371,6 +372,83 @@ TEST_F(ReaderRedisTest, CancelAnswersAQueuedReadWithoutSendingIt) {
   EXPECT_EQ(recorder_.Count(2), 0u);
   port_->Cancel(99);  // unknown: nothing happens
   EXPECT_EQ(recorder_.Total(), 1u);
+}
+
+// One server (ReaderContext::PipelinedLive): a live read carries the previous batch's XACK in
+// front of it and the late-read check behind it, in one pipeline; a reader of the same round
+// without them is answered as usual.
+TEST_F(ReaderRedisTest, ALiveReadCarriesItsAckInFrontAndItsCheckBehind) {
+  CreateGroup("A");
+  CreateGroup("B");
+  const std::string a1 = Xadd("A", "1");
+  const std::string a2 = Xadd("A", "2");
+  ASSERT_EQ(cli_->Run({"XREADGROUP", "GROUP", kGroup, kConsumer, "STREAMS", "A", ">"}).type,
+            CliReply::Type::kArray);
+  const std::string a3 = Xadd("A", "3");
+  const std::string b1 = Xadd("B", "1");
+  port_->Start();
+  EXPECT_FALSE(port_->SingleServer()) << "not known before the first connection";
+  ReaderCommand create;
+  create.kind = ReaderCommandKind::kCreateGroup;
+  port_->Submit(9, Config("C"), create);
+  ASSERT_TRUE(WaitFor([&] { return port_->SingleServer(); }, 10s, "the port knows the server"));
+  ReaderCommand read = Live(60000);
+  read.ids = {a1, a2};
+  read.check_foreign = true;
+  port_->Submit(1, Config("A"), read);
+  port_->Submit(2, Config("B"), Live(60000));
+  ASSERT_TRUE(Answered(1, 1, 10s, "A's read is answered"));
+  ASSERT_TRUE(Answered(2, 1, 10s, "B's read is answered"));
+  const ReaderReply r = recorder_.Of(1)[0].reply;
+  ASSERT_EQ(r.kind, ReaderReply::Kind::kOk) << r.error;
+  EXPECT_EQ(r.count, 2) << "the XACK's count";
+  ASSERT_EQ(r.entries.size(), 1u);
+  EXPECT_EQ(r.entries[0].id, a3);
+  EXPECT_TRUE(r.checked);
+  EXPECT_EQ(r.lowest_owner, std::optional<std::string>(kConsumer)) << "a3, just read";
+  const ReaderReply b = recorder_.Of(2)[0].reply;
+  ASSERT_EQ(b.entries.size(), 1u);
+  EXPECT_EQ(b.entries[0].id, b1);
+  EXPECT_FALSE(b.checked);
+  // Redis holds only a3 pending: a1 and a2 were XACKed.
+  const CliReply pending = cli_->Run({"XPENDING", "A", kGroup});
+  ASSERT_EQ(pending.type, CliReply::Type::kArray);
+  EXPECT_EQ(pending.elements[0].integer, 1);
+  EXPECT_EQ(port_->Stats().live_reads, 1) << "both reads in one command";
+}
+
+// A read that carries an XACK but is cancelled before it was sent (its reader drains) still
+// XACKs: the XACK goes alone, and its count is the read's answer, with no entries.
+TEST_F(ReaderRedisTest, ACancelledReadStillSendsTheAckItCarries) {
+  CreateGroup("A");
+  CreateGroup("B");
+  const std::string a1 = Xadd("A", "1");
+  ASSERT_EQ(cli_->Run({"XREADGROUP", "GROUP", kGroup, kConsumer, "STREAMS", "A", ">"}).type,
+            CliReply::Type::kArray);
+  port_->Start();
+  ReaderCommand create;
+  create.kind = ReaderCommandKind::kCreateGroup;
+  port_->Submit(9, Config("C"), create);
+  ASSERT_TRUE(WaitFor([&] { return port_->SingleServer(); }, 10s, "the port knows the server"));
+  // Another consumer name's read blocks the live connection: A's read waits its turn.
+  ReaderCoreConfig other = Config("B");
+  other.consumer_name = "someone-else";
+  port_->Submit(2, other, Live(60000));
+  ASSERT_TRUE(WaitFor([&] { return Blocked(1); }, 10s, "B's read blocks"));
+  ReaderCommand read = Live(60000);
+  read.ids = {a1};
+  read.check_foreign = true;
+  port_->Submit(1, Config("A"), read);
+  port_->Cancel(1);
+  ASSERT_TRUE(Answered(1, 1, 10s, "the cancelled read is answered"));
+  const ReaderReply r = recorder_.Of(1)[0].reply;
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.count, 1);
+  EXPECT_TRUE(r.entries.empty());
+  EXPECT_FALSE(r.checked);
+  const CliReply pending = cli_->Run({"XPENDING", "A", kGroup});
+  ASSERT_EQ(pending.type, CliReply::Type::kArray);
+  EXPECT_EQ(pending.elements[0].integer, 0) << "a1 was XACKed";
 }
 
 // Cancel of a reader inside a blocked combined read: the read is cut, the cancelled reader

@@ -38,14 +38,16 @@ void ExpectPasses(uint64_t seed) {
 // the path is exercised, whatever the simulator draws today.
 // `reshards`: operator reshards in every run (rsc-sim --reshards; -1: drawn per seed).
 // `coord_workers`: worker fibers per coordinator (rsc-sim --coord-workers; 0: drawn per seed).
+// `pipelined`: consumers pipeline backlog reads (rsc-sim --pipelined; -1: drawn per seed).
 template <class Reached>
 void ExpectPassesReaching(uint64_t seed, const char* path, Reached reached, int max_runs = 300,
-                          int reshards = -1, int coord_workers = 0) {
+                          int reshards = -1, int coord_workers = 0, int pipelined = -1) {
   for (int i = 0; i < max_runs; ++i) {
     SimOptions o;
     o.seed = seed + static_cast<uint64_t>(i);
     o.reshards = reshards;
     o.coord_workers = coord_workers;
+    o.pipelined = pipelined;
     const SimResult r = RunSimulation(o);
     ASSERT_FALSE(r.violation.has_value()) << FailureReport(o, r);
     if (reached(r)) {
@@ -57,14 +59,14 @@ void ExpectPassesReaching(uint64_t seed, const char* path, Reached reached, int 
 }
 
 void ExpectPassesReaching(uint64_t seed, const char* probe, int max_runs = 300, int reshards = -1,
-                          int coord_workers = 0) {
+                          int coord_workers = 0, int pipelined = -1) {
   ExpectPassesReaching(
       seed, probe,
       [probe](const SimResult& r) {
         auto it = r.probes.find(probe);
         return it != r.probes.end() && it->second > 0;
       },
-      max_runs, reshards, coord_workers);
+      max_runs, reshards, coord_workers, pipelined);
 }
 
 // The default sweep: these seeds pass, and together they reach every probe (a fault model
@@ -389,7 +391,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // S1 when a parent's owner the mutant cleared still read it and the
                       // parent, re-checked incomplete, went to another member (seed 4 since
                       // reshard runs have failovers; from other bases S4 after 10, 6, 3).
-                      Mutant{"rs3_children_early", "S4|S1", 20},              // 2, 3, 1
+                      // S12 when a member still holding such a parent claims it in a
+                      // correction round: the mutant cleared its owner with no blocker (M5;
+                      // seed 4 since half the runs pipeline their backlog reads).
+                      Mutant{"rs3_children_early", "S4|S1|S12", 20},          // 2, 3, 1
                       Mutant{"pr5_ignore_routing_lease", "S5", 20},           // 2, 1, 1
                       Mutant{"resume_revoking_on_failure", "S1", 60, true}),  // 6, 21, 3, 12, 2
     [](const auto& info) { return std::string(info.param.name); });
@@ -427,10 +432,11 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
 // (about one run in 2,000 with reshards): since reshard runs have every fault the draws
 // moved, and 3,250 runs from the found seed (default and --reshards 2) did not reach it; the
 // search starts at the first --reshards 2 run after it that does, 20265583, pinned to one
-// worker per coordinator (the simulator it was found on; --coord-workers 1).
+// worker per coordinator and to one command at a time (the simulator it was found on;
+// --coord-workers 1 --pipelined 0).
 TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
   ExpectPassesReaching(20265583, "newest_generation_after_heal", 300, /*reshards=*/2,
-                       /*coord_workers=*/1);
+                       /*coord_workers=*/1, /*pipelined=*/0);
 }
 
 // Issue 12 (RS2 under failovers): reshard runs used to go without whole-Redis rollbacks, since
