@@ -232,6 +232,7 @@ void ReaderCore::OnForeignReply(const ReaderReply& reply) {
     stats_->foreign_claims.fetch_add(1);
     batch_.clear();
     stage_ = Stage::kSetup;
+    full_batch_ = false;
     return;
   }
   if (batch_.empty()) return;

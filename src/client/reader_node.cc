@@ -306,7 +306,7 @@ void ReaderNode::Cancel(uint64_t token, bool now) {
     // be inside a read, and the caller must not get an answer synchronously.
     NodeRead read = std::move(*it);
     live_queue_.erase(it);
-    AnswerUnsentLocked(std::move(read));
+    AnswerUnsentLocked(std::move(read), /*may_ack=*/!now);
     return;
   }
   if (!live_busy_) return;
@@ -431,6 +431,7 @@ void ReaderNode::ExecuteBatch(std::vector<Queued>& batch) {
     if (q.type != Queued::Type::kAnswerNil) continue;
     ReaderReply nil = Nil();
     if (q.acked) nil.count = *q.acked;
+    if (!q.refused.empty()) nil = ReaderReply::Error(ReaderReply::Kind::kTransport, q.refused);
     answers.push_back({q.command.token, std::move(nil)});
   }
   Deliver(answers);
@@ -584,7 +585,7 @@ void ReaderNode::RunLive() {
           if (it->ack_args.empty() && !it->acked) {
             answers.push_back({it->token, Nil()});
           } else {
-            AnswerUnsentLocked(std::move(*it));
+            AnswerUnsentLocked(std::move(*it), /*may_ack=*/false);
           }
           it = live_queue_.erase(it);
         } else {
@@ -740,12 +741,20 @@ void ReaderNode::AddPipelinedLocked(Bucket& bucket) {
   }
 }
 
-void ReaderNode::AnswerUnsentLocked(NodeRead read) {
+void ReaderNode::AnswerUnsentLocked(NodeRead read, bool may_ack) {
   Queued q;
   q.command.token = read.token;
   if (read.ack_args.empty()) {
     q.type = Queued::Type::kAnswerNil;
     q.acked = read.acked;
+  } else if (!may_ack) {
+    // C4: an abandoned shard's lease may have ended, and a read whose block time ran out
+    // may have been bounded by it: its XACK is not sent; the batch stays pending and is
+    // handled again by whoever reads the shard next.
+    q.type = Queued::Type::kAnswerNil;
+    q.refused =
+        "the read carrying the batch's XACK was not sent (abandoned, or its block "
+        "time ran out first): the XACK was dropped";
   } else {
     q.type = Queued::Type::kCommand;
     q.command.kind = ReaderCommandKind::kAck;

@@ -18,8 +18,9 @@
 //   combined read, and every carried `XPENDING s G - + 1`, and each reader's answer holds its
 //   XACK's count (ReaderReply::count) and its check (lowest_owner, checked). A failed XACK or
 //   check answers only its reader, with the error. An XACK is sent once: a reader carried over
-//   to the next read keeps the count; a read taken out of the queue unsent (cancelled, or its
-//   block time ran out) sends its XACK alone over the command connection.
+//   to the next read keeps the count; a read taken out of the queue unsent by a drain sends
+//   its XACK alone over the command connection, one taken out by an abandon or by its block
+//   time running out (either may be the lease's end, C4) drops it and is answered kTransport.
 // * Polling (a cluster node whose queued reads span several slots, or a read that must be
 //   sent after ASKING): a blocking read would stall the others, so the node sends one
 //   non-blocking read per (group, consumer name, slot) in one pipeline, answers the readers
@@ -180,6 +181,7 @@ class ReaderNode {
     Type type = Type::kCommand;
     NodeCommand command;
     std::optional<int64_t> acked;  // kAnswerNil: the count of the XACK the read carried
+    std::string refused;           // kAnswerNil: answer kTransport with this instead
     uint64_t gen = 0;              // kUnblock
     int attempt = 0;               // kUnblock: retries so far
   };
@@ -219,9 +221,12 @@ class ReaderNode {
   static void AddPipelinedLocked(Bucket& bucket);
   // A read taken out of the live queue unsent (cancelled, or its block time ran out while it
   // waited): answered kNil by the command thread, with the count of an XACK an earlier round
-  // sent for it; an XACK it carries that was not sent yet goes alone, and its reply is the
-  // read's answer (no entries), so the batch it settles is not handled twice.
-  void AnswerUnsentLocked(NodeRead read);
+  // sent for it. An XACK it carries that was not sent yet goes alone when `may_ack` (a
+  // drain: the lease still runs), and its reply is the read's answer (no entries), so the
+  // batch it settles is not handled twice; otherwise (an abandon, whose lease may have
+  // ended; a block time that may have been the lease's end) it is dropped and the read
+  // answered kTransport: the batch stays pending (C4 before at-least-once's duplicates).
+  void AnswerUnsentLocked(NodeRead read, bool may_ack);
   // Sends live_round_ and hands out its answers.
   void RunRound();
   // Sends the round's commands; false (and `error`) on a transport failure.
