@@ -1098,6 +1098,18 @@ Decision<Unit> DecideLayoutTick(const GroupMetadata& stored, const Liveness& liv
                                 const Layout& layout, int64_t layout_revision,
                                 const std::vector<ShardCompletion>& completions, const Env& env) {
   Work w{stored, {}, {}, env.now_ms};
+  // The layout is read outside the group's mutex (a stream tick, a completion hint): another
+  // coordinator may have adopted a newer revision meanwhile. An older one whose ACTIVE
+  // generation is not behind the group's is such a stale read: adopting it would bring back
+  // shards a later revision retired, ownerless, and hand them out while their last owner
+  // may still hold a lease on them (K1; simulator seed 20266010). Nothing is written; the
+  // next pass reads the layout again. An older one whose ACTIVE generation is behind is the
+  // layout gone back (RS6), answered below.
+  const Generation* seen_active = layout.Active();
+  if (layout_revision < stored.layout_revision && seen_active != nullptr &&
+      seen_active->generation >= stored.active_generation) {
+    return {std::nullopt, {}, Unit{}, {}};
+  }
   if (layout_revision != stored.layout_revision && !AdoptLayout(w, layout, layout_revision)) {
     const Generation* active = layout.Active();
     return {std::nullopt,

@@ -343,6 +343,31 @@ TEST_F(GroupReshard, ALayoutBehindTheGroupIsNotAdopted) {
   EXPECT_FALSE(d.next.has_value());
 }
 
+// A layout read before another coordinator adopted a newer revision (the stream tick and the
+// completion hints read it outside the group's mutex) is not adopted: it would bring back
+// the retired parents, ownerless, and hand them out while their last owners might still hold
+// leases on them (K1; simulator seed 20266010, S1).
+TEST_F(GroupReshard, AStaleLayoutDoesNotBringBackRetiredShards) {
+  Settle();
+  Layout l = *DecideReshard(Stream(4), 2, kOneServer, "t1");
+  LayoutTick(l, 2);
+  l = *DecideActivate(l, "t2");
+  LayoutTick(l, 3);
+  LayoutTick(l, 3, {{0, true}, {1, true}, {2, true}, {3, true}});
+  Settle();
+  const Layout sealed = l;
+  LayoutTick(*DecideRetire(l, 0, h_.now(), "t3"), 4);
+  ASSERT_EQ(h_.meta().FindShard(0), nullptr) << "the retired parents left the group";
+  auto d = DecideLayoutTick(h_.meta(), h_.Live(), sealed, 3, {}, h_.NextEnv());
+  ASSERT_TRUE(d.response.ok()) << d.response.error().message;
+  EXPECT_FALSE(d.next.has_value()) << "a stale layout is not written";
+  h_.Apply(d);
+  for (int32_t parent = 0; parent < 4; ++parent) {
+    EXPECT_EQ(h_.meta().FindShard(parent), nullptr) << "parent " << parent << " came back";
+  }
+  EXPECT_EQ(h_.meta().layout_revision, 4);
+}
+
 // RS1–RS5 property: random grow/shrink sequences, members joining, dying and heartbeating,
 // parents completing at random: the group record always passes its invariants, a shard is
 // never granted while an earlier generation has an incomplete shard, and a completed shard

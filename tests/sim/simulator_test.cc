@@ -439,6 +439,21 @@ TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJud
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
+// Found by a 12-minute sweep after consumers began pipelining backlog reads (issue 10; the
+// pipelining only moved the interleaving): a stream tick's completion hint applied a layout
+// it read outside the group's mutex after another coordinator had adopted a newer revision
+// that retired the parents; the stale revision brought them back ownerless and shard 11 went
+// to c2-1 while c3-1 still held a lease on it (S1). DecideLayoutTick now writes nothing for
+// an older revision whose ACTIVE generation is not behind. The durable pin is the core test
+// GroupReshard.AStaleLayoutDoesNotBringBackRetiredShards; this replays the run it was found
+// in (coord-0 and coord-1 racing over a 4 -> 13 -> 8 shard history) while the draws last.
+TEST(SimulatorRegression, Seed20266010_AStaleLayoutDoesNotBringBackRetiredShards) {
+  SimOptions o;
+  o.seed = 20266010;
+  const SimResult r = RunSimulation(o);
+  EXPECT_FALSE(r.violation.has_value()) << FailureReport(o, r);
+}
+
 // Issue 12 (RS2 under failovers): reshard runs used to go without whole-Redis rollbacks, since
 // the simulated Redis had no WAIT and a failover could lose a seal production waits for
 // (sweep seed 20261769, with failovers enabled before WAIT was modelled: a failover lost the
