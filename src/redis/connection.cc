@@ -316,10 +316,7 @@ Result<Reply> Connection::Run(const Command& cmd, CommandKind kind) {
 Result<Reply> Connection::Run(const Command& cmd, CommandKind kind,
                               std::chrono::milliseconds timeout) {
   RSC_RETURN_IF_ERROR(Send({cmd}, kind));
-  SetTimeout(timeout);
-  Result<Reply> r = Receive();
-  SetTimeout(options_.command_timeout);
-  return r;
+  return Receive(timeout);
 }
 
 Result<std::vector<Reply>> Connection::Pipeline(const std::vector<Command>& cmds,
