@@ -15,8 +15,9 @@
 // run. Steady state: 2 s with every shard read. Backlog: the handlers are held (they block,
 // so the readers stop) until `backlog` more messages are published, then released, and the
 // reshard is requested at once (POST /v1/streams/{P}/reshard, from → to shards). Reported,
-// from the request: the new generation ACTIVE (parents sealed), every child read by a
-// consumer (each parent read to its seal first, RS3), the old generation RETIRED; publish
+// from the request: the new generation ACTIVE (parents sealed, one routing lease of 500 ms +
+// 1 s after the request: the routing-lease wait), every child read by a consumer (each parent
+// read to its seal first, RS3), the old generation RETIRED; publish
 // failures and the publish / delivery rates over the window from the request until every
 // child is read, at least 2 s (as long as the steady window).
 //
@@ -179,13 +180,19 @@ std::set<int> Reading(const std::vector<std::unique_ptr<rsc::Consumer>>& consume
   return out;
 }
 
+// The stream's routing lease. A reshard seals its parents one routing lease + 1 s after the
+// request (RS2's routing-lease wait, docs/protocol.md 7.5 step 1): the floor of every time
+// measured from the request.
+constexpr int64_t kRoutingLeaseMs = 500;
+constexpr int64_t kRoutingWaitMs = kRoutingLeaseMs + 1000;
+
 json::object RunOne(const Setting& s, const Config& cfg, int64_t backlog, int index) {
   const std::string stream = fmt::format("resharded{}", index);
   Call(s, "POST", "/v1/groups",
        fmt::format(R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
                    R"("heartbeatIntervalMs":200,"memberLeaseMs":3000,"assignmentLeaseMs":2000,)"
-                   R"("rebalanceTimeoutMs":6000,"routingLeaseMs":6000,"routingRefreshMs":1000}}}})",
-                   stream, cfg.from),
+                   R"("rebalanceTimeoutMs":6000,"routingLeaseMs":{},"routingRefreshMs":200}}}})",
+                   stream, cfg.from, kRoutingLeaseMs),
        201);
   const std::string endpoint = fmt::format("127.0.0.1:{}", s.coordinator_port);
   Gate gate;
@@ -281,6 +288,7 @@ json::object RunOne(const Setting& s, const Config& cfg, int64_t backlog, int in
   for (auto& c : consumers) c->Stop();
   return json::object{{"backlog", backlog},
                       {"unread_at_request", unread_at_request},
+                      {"routing_wait_ms", kRoutingWaitMs},
                       {"active_ms", active_ms},
                       {"children_read_ms", children_ms},
                       {"retired_ms", retired_ms},

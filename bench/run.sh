@@ -224,8 +224,8 @@ jq -n \
         $m.hwm_mb <= 200),
     ($rs[0]) as $x |
     ($x.runs[] |
-      (.unread_at_request / (if .steady_delivered_per_s > 0 then .steady_delivered_per_s else 1 end) * 1000) as $drain |
-      row("reshard \($x.from) -> \($x.to) shards, \(.unread_at_request) unread: request -> every child read (baseline: draining them at the steady rate)";
+      ([(.unread_at_request / (if .steady_delivered_per_s > 0 then .steady_delivered_per_s else 1 end) * 1000), (.routing_wait_ms // 0)] | max) as $drain |
+      row("reshard \($x.from) -> \($x.to) shards, \(.unread_at_request) unread: request -> every child read (baseline: the routing-lease wait, \(.routing_wait_ms // 0) ms, or draining them at the steady rate, the longer)";
           "ms"; .children_read_ms; $drain; ratio(.children_read_ms; $drain); "none set"; null),
       row("reshard with \(.unread_at_request) unread: publish rate during it (baseline: steady, one producer)";
           "msg/s"; .during_publish_per_s; .steady_publish_per_s;

@@ -142,6 +142,10 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"shard_key_recreated",
        "a missing key of a resharded stream's ACTIVE generation was created by the tick (D3)",
        false},
+      {"erased_generation_keys_reused",
+       "a reshard chose the keys of a routed generation a snapshot restore erased (D2, RS2's "
+       "routing-lease wait)",
+       false},
       {"failover_lost_layout_write",
        "a failover lost a layout write (a reshard's prepare or activation; RS2)", false},
       {"replica_wait_timed_out",

@@ -131,6 +131,7 @@ void Simulation::OperatorReshard() {
               if (a.status == 200) {
                 world_.probes().Hit("reshard_started");
                 world_.Fault("reshard", fmt::format("to {} shards", n));
+                NoteReusedKeys();
               }
               return a.status != 0 && a.status < 500;
             },
@@ -138,6 +139,31 @@ void Simulation::OperatorReshard() {
         return true;
       },
       3);
+}
+
+void Simulation::NoteErasedGenerations(const std::optional<Layout>& before) {
+  if (!before) return;
+  const std::optional<Layout> after = redis_.PeekLayout(kStream);
+  for (const Generation& g : before->generations) {
+    if (g.state != GenerationState::kActive && g.state != GenerationState::kSealed) continue;
+    bool kept = false;
+    if (after) {
+      for (const Generation& a : after->generations) kept = kept || a.generation == g.generation;
+    }
+    if (kept) continue;
+    for (const LayoutShard& s : g.shards) erased_keys_.insert(s.stream);
+  }
+}
+
+void Simulation::NoteReusedKeys() {
+  const std::optional<Layout> now = redis_.PeekLayout(kStream);
+  if (!now || now->generations.empty()) return;
+  for (const LayoutShard& s : now->generations.back().shards) {
+    if (erased_keys_.count(s.stream) > 0) {
+      world_.probes().Hit("erased_generation_keys_reused");
+      return;
+    }
+  }
 }
 
 void Simulation::LayoutRollback() {
@@ -488,7 +514,9 @@ void Simulation::ChaosTick() {
        [&] {
          const int64_t before = redis_.RevisionOf(key_);
          const auto live_before = redis_.PeekLiveness(key_);
+         const std::optional<Layout> layout_before = redis_.PeekLayout(kStream);
          std::vector<LostEntry> lost = redis_.RestoreSnapshot(rng.Uniform(500, 3000));
+         NoteErasedGenerations(layout_before);
          world_.Fault("snapshot_restore",
                       fmt::format("restarted from a snapshot: {} stream entries lost, revision "
                                   "{} -> {}",

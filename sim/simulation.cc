@@ -75,6 +75,9 @@ SimParams DrawParams(const SimOptions& o) {
     // After the heal every sealed parent must be read to its end and seen complete (a tick,
     // or the hint) before its children are assigned.
     p.convergence_bound_ms += 2 * p.tick_ms + 5 * g.heartbeat_interval_ms;
+    // A generation still PREPARING at the heal is sealed and activated one routing lease
+    // (plus the skew margin) after its PREPARING write (Generation::prepared_ms).
+    p.convergence_bound_ms += g.routing_lease_ms + kPrepareMarginMs;
   }
   // Drawn after the reshards, for the same reason. One worker in a quarter of the runs (the
   // strictly ordered coordinator), else 2–4: heartbeats batch and ticks run beside requests.

@@ -148,6 +148,10 @@ class Simulation : public Services {
   // RS6: puts the layout hash back to `layout_before_reshard_` when the generation it names
   // ACTIVE is still in the stream (not retired: a tombstone names no successor).
   void LayoutRollback();
+  // Probe erased_generation_keys_reused: records the keys of routed generations a snapshot
+  // restore erased (`before`: the layout before it), then checks a new reshard's keys.
+  void NoteErasedGenerations(const std::optional<Layout>& before);
+  void NoteReusedKeys();
   std::string DumpState();
 
   const SimOptions opt_;
@@ -189,6 +193,10 @@ class Simulation : public Services {
 
   std::string export_;
   std::optional<MemoryStore::Hash> layout_before_reshard_;  // as it was before the last reshard
+  // Keys of generations producers could route to (ACTIVE or SEALED) that a snapshot restore
+  // erased from the layout: a later reshard choosing one (D2: highest id + 1) is the path
+  // of seed 20265809 (probe erased_generation_keys_reused).
+  std::set<std::string> erased_keys_;
   bool repair_pending_ = false;
   bool key_deleted_ = false;  // a DEL is pending or done, and no restore happened since
   bool deleting_ = false;     // the DEL waits for a moment with no coordinator inside

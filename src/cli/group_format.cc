@@ -232,7 +232,16 @@ ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t genera
   p.text = "generation " + std::to_string(generation) + " (" + std::to_string(gen->shards.size()) +
            " shards): " + std::string(GenerationStateName(gen->state));
   if (gen->state == GenerationState::kPreparing) {
-    p.text += " (sealing the shards of the generation before it)\n";
+    if (gen->prepared_ms > 0) {
+      // RS2's routing-lease wait (core/layout.h Generation::prepared_ms).
+      p.text +=
+          " (sealing the shards of the generation before it once producers' routing "
+          "lease, " +
+          std::to_string(stream.layout.routing_lease_ms) + " ms + " +
+          std::to_string(kPrepareMarginMs) + " ms, has passed since it began)\n";
+    } else {
+      p.text += " (sealing the shards of the generation before it)\n";
+    }
     return p;
   }
   p.text += "\n";

@@ -366,6 +366,7 @@ std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fr
       g.state = GenerationState::kSealed;
     } else if (g.state == GenerationState::kPreparing) {
       g.state = GenerationState::kActive;
+      g.prepared_ms = 0;
     }
   }
   return next;

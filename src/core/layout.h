@@ -49,8 +49,18 @@ struct Generation {
   // generation dropped from the layout, `retiredRetentionMs` later. 0: not retired, or
   // retired by a coordinator that did not record it (stamped by the next tick).
   int64_t retired_ms = 0;
+  // When a reshard wrote it PREPARING (coordinator wall clock, ms). Its parents are sealed
+  // and its keys created no earlier than the stream's routing lease plus
+  // kPrepareMarginMs after that: a Redis rolled back to before an earlier reshard that
+  // used the same ids (a snapshot restore) has no trace of it, but producers may still
+  // route by it until their lease ends, and would write into the keys once they exist
+  // again. 0: no wait (a generation rolled forward from its seals: its keys exist).
+  int64_t prepared_ms = 0;
   bool operator==(const Generation&) const = default;
 };
+
+// The skew between coordinators' wall clocks that a PREPARING generation's wait absorbs.
+inline constexpr int64_t kPrepareMarginMs = 1000;
 
 struct Layout {
   std::string stream;

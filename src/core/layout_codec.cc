@@ -55,6 +55,11 @@ Result<Generation> GenerationFromJson(const bj::value& v, const std::string& pat
   if (g.retired_ms != 0 && g.state != GenerationState::kRetired) {
     return r.Bad("retiredAtMs", "only a RETIRED generation has one");
   }
+  // Absent from layouts written before the wait existed, and once it is ACTIVE.
+  RSC_ASSIGN_OR_RETURN(g.prepared_ms, r.IntOr("preparedAtMs", 0, kMaxCounter, 0));
+  if (g.prepared_ms != 0 && g.state != GenerationState::kPreparing) {
+    return r.Bad("preparedAtMs", "only a PREPARING generation has one");
+  }
   RSC_ASSIGN_OR_RETURN(const bj::array* shards, r.Arr("shards"));
   RSC_ASSIGN_OR_RETURN(int64_t count, r.Int("shardCount", 1, kMaxShards));
   if (static_cast<size_t>(count) != shards->size()) {
@@ -90,6 +95,7 @@ bj::value LayoutToJson(const Layout& l) {
                  {"state", GenerationStateName(g.state)},
                  {"shards", std::move(shards)}};
     if (g.retired_ms != 0) o["retiredAtMs"] = g.retired_ms;
+    if (g.prepared_ms != 0) o["preparedAtMs"] = g.prepared_ms;
     generations.push_back(std::move(o));
   }
   return bj::object{{"stream", l.stream},

@@ -700,6 +700,7 @@ Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expe
   RSC_ASSIGN_OR_RETURN(SlotPlacement placement, layouts_.Placement());
   RSC_ASSIGN_OR_RETURN(Layout next,
                        DecideReshard(stored->layout, shard_count, placement, tokens_.NewToken()));
+  next.generations.back().prepared_ms = std::max<int64_t>(clock_.NowMs(), 1);
   auto cas = store_.CompareAndSetLayout(stream, stored->revision, next, clock_.NowMs());
   if (!cas.ok()) return cas.error();
   if (!cas->applied) {
@@ -767,8 +768,17 @@ Result<std::vector<ShardCompletion>> GroupService::Completions(const Layout& l,
 Status GroupService::SealAndActivate(const StoredLayout& stored) {
   const Layout& l = stored.layout;
   bool preparing = false;
+  int64_t prepared_ms = 0;
   for (const Generation& g : l.generations) {
-    preparing = preparing || g.state == GenerationState::kPreparing;
+    if (g.state != GenerationState::kPreparing) continue;
+    preparing = true;
+    prepared_ms = g.prepared_ms;
+  }
+  if (preparing && prepared_ms > 0 &&
+      clock_.NowMs() < prepared_ms + l.routing_lease_ms + kPrepareMarginMs) {
+    // Not yet (Generation::prepared_ms): routing a rolled-back Redis forgot may still name
+    // these ids. Producers go on writing the unsealed parents; a later pass goes on.
+    return OkStatus();
   }
   if (preparing) {
     // RS2: nothing is sealed before the PREPARING layout survives a failover of its master

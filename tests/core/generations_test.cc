@@ -143,6 +143,37 @@ TEST(Reshard, RetiredGenerationsAreDroppedAfterTheRetention) {
   EXPECT_FALSE(DecodeLayout(doc).ok()) << doc;
 }
 
+// RS2's routing-lease wait: when a reshard wrote a generation PREPARING is stored with the
+// layout (the wait is measured from it by whichever coordinator's pass comes next), cleared
+// once it is ACTIVE, and only a PREPARING generation may have one.
+TEST(Reshard, ThePreparingTimeIsStoredAndClearedOnActivation) {
+  Layout l = *DecideReshard(Stream(2), 3, kOneServer, "t1");
+  EXPECT_EQ(l.generations.back().prepared_ms, 0) << "DecideReshard is pure: the shell stamps it";
+  l.generations.back().prepared_ms = 1'900'000'000'123;
+  auto back = DecodeLayout(EncodeLayout(l));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->generations.back().prepared_ms, 1'900'000'000'123);
+  EXPECT_NE(EncodeLayout(l).find(R"("preparedAtMs":1900000000123)"), std::string::npos);
+
+  std::optional<Layout> active = DecideActivate(l, "t2");
+  ASSERT_TRUE(active.has_value());
+  EXPECT_EQ(active->generations.back().state, GenerationState::kActive);
+  EXPECT_EQ(active->generations.back().prepared_ms, 0);
+  EXPECT_EQ(EncodeLayout(*active).find("preparedAtMs"), std::string::npos);
+
+  std::string doc = EncodeLayout(*active);
+  const size_t at = doc.find(R"("state":"ACTIVE")");
+  ASSERT_NE(at, std::string::npos) << doc;
+  doc.insert(at, R"("preparedAtMs":5,)");
+  EXPECT_FALSE(DecodeLayout(doc).ok()) << doc;
+  std::string negative = EncodeLayout(l);
+  const size_t p = negative.find(R"("preparedAtMs":1900000000123)");
+  ASSERT_NE(p, std::string::npos);
+  negative.replace(p, std::string(R"("preparedAtMs":1900000000123)").size(),
+                   R"("preparedAtMs":-1)");
+  EXPECT_FALSE(DecodeLayout(negative).ok()) << negative;
+}
+
 TEST(Reshard, UnretiredGenerationsAreCapped) {
   Layout l = Stream(1);
   for (size_t i = 1; i < kMaxUnretiredGenerations; ++i) {

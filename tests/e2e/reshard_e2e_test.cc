@@ -87,6 +87,14 @@ constexpr const char* kStream = "ledger";
 constexpr const char* kBilling = "billing";
 constexpr const char* kAudit = "audit";
 constexpr int kInitialShards = 8;
+// FastLeases with a routing lease of 1 s: each reshard seals its parents 2 s after it begins
+// (RS2's routing-lease wait), shorter than a member lease (2.5 s).
+json::object ReshardLeases() {
+  json::object c = rsc::testing::FastLeases();
+  c["routingLeaseMs"] = 1000;
+  c["routingRefreshMs"] = 200;
+  return c;
+}
 constexpr int kProducers = 3;
 constexpr int kKeysPerProducer = 24;   // 72 keys in all
 constexpr int64_t kIntervalUs = 6000;  // per producer: ~500 messages/s in all
@@ -211,23 +219,21 @@ class ReshardEndToEnd : public ::testing::TestWithParam<bool> {
       ASSERT_TRUE(coordinator_->Start());
       const HttpResult billing =
           HttpClient(coordinator_->Port())
-              .Post("/v1/groups",
-                    json::value(json::object{{"stream", kStream},
-                                             {"group", kBilling},
-                                             {"shardCount", kInitialShards},
-                                             {"config", rsc::testing::FastLeases()}}));
+              .Post("/v1/groups", json::value(json::object{{"stream", kStream},
+                                                           {"group", kBilling},
+                                                           {"shardCount", kInitialShards},
+                                                           {"config", ReshardLeases()}}));
       ASSERT_EQ(billing.status, 201) << billing.Describe();
     } else {
       ASSERT_TRUE(rsc::testing::StartLiveGroup(redis_, coordinator_, kStream, kBilling,
-                                               kInitialShards, rsc::testing::FastLeases()));
+                                               kInitialShards, ReshardLeases()));
       redis_url_ = redis_.Url();
     }
     http_ = std::make_unique<HttpClient>(coordinator_->Port());
     // D3: the second group adopts the stream's layout (no shardCount).
     const HttpResult audit = http_->Post(
-        "/v1/groups",
-        json::value(json::object{
-            {"stream", kStream}, {"group", kAudit}, {"config", rsc::testing::FastLeases()}}));
+        "/v1/groups", json::value(json::object{
+                          {"stream", kStream}, {"group", kAudit}, {"config", ReshardLeases()}}));
     ASSERT_EQ(audit.status, 201) << audit.Describe();
     ASSERT_EQ(JsonInt(audit.json, "shardCount"), kInitialShards) << audit.body;
     fleet_.SetCommonArgs({"--coordinator", "127.0.0.1:" + std::to_string(coordinator_->Port()),
@@ -379,7 +385,7 @@ class ReshardEndToEnd : public ::testing::TestWithParam<bool> {
   }
 
   static rsc::sim::CheckerConfig CheckConfig() {
-    return rsc::testing::RealProcessCheckConfig(kInitialShards, rsc::testing::FastLeases(),
+    return rsc::testing::RealProcessCheckConfig(kInitialShards, ReshardLeases(),
                                                 kConvergenceBoundUs);
   }
 
@@ -510,10 +516,12 @@ TEST_P(ReshardEndToEnd, TwoGroupsThreeProducersCrashesAndReshards8To16To4To12Los
   // ── 8 → 16. A static member of each group is SIGKILLed before the reshard, so its
   //    parents hold a backlog when they are sealed, and restarted with its instance id once
   //    the new generation is ACTIVE: the children of its parents must wait for it.
+  // (The seal comes one routing lease + 1 s after the reshard, before their member lease
+  // ends: killed right before it, nobody reads their parents until then.)
   fleet_.Kill(b1);
   fleet_.Kill(a1);
-  ASSERT_TRUE(WaitPublished(300, "while b1 and a1 are dead"));
   ASSERT_TRUE(Reshard(16));
+  ASSERT_TRUE(WaitPublished(300, "while b1 and a1 are dead"));
   ASSERT_TRUE(WaitFor([&] { return StateOf(1) == "ACTIVE"; }, 10s, "generation 1 ACTIVE"))
       << StateOf(1) << coordinator_->LogTail();
   mark("8 -> 16: generation 1 ACTIVE (b1, a1 SIGKILLed before)");

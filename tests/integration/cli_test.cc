@@ -173,6 +173,9 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeStreamReshardConfigFenceExportDe
   EXPECT_EQ(Rsc({"stream", kP, "--expected-revision", "1"}).exit_code, 2)
       << "--expected-revision alone changes nothing: usage error";
   EXPECT_EQ(JsonInt(ParseJson(Rsc({"--json", "stream", kP}).out), "routingLeaseMs"), 60000);
+  // Short again: a reshard seals its parents one routing lease (plus 1 s) after it begins.
+  ASSERT_EQ(
+      Rsc({"stream", kP, "--routing-lease-ms", "500", "--routing-refresh-ms", "200"}).exit_code, 0);
 
   // reshard is per stream (SPEC RS1). A live member without `layout-v2` (a-1 so far) holds
   // it back (D5); the old group form is a usage error.
@@ -511,7 +514,7 @@ TEST_F(CliTest, ReshardWaitsForGroupsWithLiveMembersAndShowsProgress) {
   ASSERT_EQ(
       Rsc({"create", kP, kG, "--shards", "4", "--heartbeat-interval-ms", "200", "--member-lease-ms",
            "10000", "--assignment-lease-ms", "8000", "--rebalance-timeout-ms", "10000",
-           "--routing-lease-ms", "3000", "--routing-refresh-ms", "300"})
+           "--routing-lease-ms", "1000", "--routing-refresh-ms", "300"})
           .exit_code,
       0);
   ASSERT_EQ(Rsc({"create", kP, "audit"}).exit_code, 0);
@@ -566,10 +569,15 @@ TEST_F(CliTest, ReshardWaitsForGroupsWithLiveMembersAndShowsProgress) {
   Consumer x("x-1");
   x.features = {"layout-v2", "shard-lease"};
   ASSERT_EQ(Beat(http, x, kP, "audit").status, 200);
-  r = Rsc({"reshard", kP, "--shards", "3", "--poll-ms", "100", "--wait-timeout", "2"});
+  // (The wait first shows the routing-lease wait: 1 s + 1 s here.)
+  r = Rsc({"reshard", kP, "--shards", "3", "--poll-ms", "100", "--wait-timeout", "6"});
   EXPECT_EQ(r.exit_code, 6) << r.Describe();
+  EXPECT_NE(r.out.find("PREPARING (sealing the shards of the generation before it once "
+                       "producers' routing lease, 1000 ms + 1000 ms, has passed since it began)"),
+            std::string::npos)
+      << r.Describe();
   EXPECT_NE(r.out.find("audit: parents completed 0/10"), std::string::npos) << r.Describe();
-  EXPECT_NE(r.err.find("still in progress after 2 s"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.err.find("still in progress after 6 s"), std::string::npos) << r.Describe();
 }
 
 TEST(CliUsageTest, UsageErrorsExit2WithoutContactingAnyone) {

@@ -247,7 +247,11 @@ TEST_F(ConsoleTest, WrongOrMissingTokenShowsTheRefusalAndNoData) {
 }
 
 TEST_F(ConsoleTest, ReshardProgressAndLiveRefresh) {
-  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 16, LongLeases(), Auth()));
+  // A short routing lease: the reshard seals its parents one routing lease + 1 s after it.
+  Config config = LongLeases();
+  config.routing_lease_ms = 500;
+  config.routing_refresh_ms = 200;
+  ASSERT_TRUE(CreateGroup(*http_, kP, kG, 16, config, Auth()));
   ASSERT_TRUE(JoinMembers());
   json::value view = View();
   // Some backlog, as a screenshot of a working group would have.
@@ -263,6 +267,12 @@ TEST_F(ConsoleTest, ReshardProgressAndLiveRefresh) {
                                {"shardCount", 24}}),
       Auth());
   ASSERT_EQ(reshard.status, 200) << reshard.Describe();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return http_->Get("/v1/streams/orders", Auth()).body.find("\"state\":\"SEALED\"") !=
+               std::string::npos;
+      },
+      20s, "generation 0 sealed"));
   int waiting = 0;
   ASSERT_TRUE(WaitFor(
       [&] {

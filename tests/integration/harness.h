@@ -89,6 +89,14 @@ struct Config {
   }
 };
 inline Config ShortLeases() { return Config{500, 3000, 2000, 3000}; }
+// ShortLeases with a short routing lease: a reshard seals its parents one routing lease (plus
+// 1 s) after its PREPARING write (docs/design/resharding.md "The routing-lease wait").
+inline Config ReshardLeases() {
+  Config c = ShortLeases();
+  c.routing_lease_ms = 500;
+  c.routing_refresh_ms = 200;
+  return c;
+}
 
 inline json::object CreateBody(const std::string& p, const std::string& g, int shards,
                                const Config& config = {}) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,10 +25,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class FixedClock : public Clock {
+// Time stands still unless a test moves it (a reshard's routing-lease wait, Advance).
+class ManualClock : public Clock {
  public:
-  TimeMs NowMs() override { return 1'900'000'000'000; }
+  TimeMs NowMs() override { return now_.load(); }
+  void Advance(TimeMs ms) { now_ += ms; }
+
+ private:
+  std::atomic<TimeMs> now_{1'900'000'000'000};
 };
+
+// Past the routing-lease wait of a reshard made now (default routingLeaseMs 30 s + 1 s).
+constexpr TimeMs kPastTheWaitMs = 30000 + kPrepareMarginMs;
 
 // The production StreamAdmin with a hook that runs inside one Progress call, between
 // Redis's answer and the caller seeing it (the moment a concurrent hint can slip in).
@@ -80,7 +89,7 @@ class EventLog : public ServiceObserver {
   std::vector<EventKind> kinds_;
 };
 
-// A GroupService over `store` with `admin` as its StreamAdmin, a fixed clock, and its events
+// A GroupService over `store` with `admin` as its StreamAdmin, a manual clock, and its events
 // recorded.
 struct TestService {
   TestService(MetadataStore& store, StreamAdmin& admin)
@@ -90,7 +99,7 @@ struct TestService {
     o.streams = &admin;
     return o;
   }
-  FixedClock clock;
+  ManualClock clock;
   RandomTokens tokens;
   EventLog events;
   GroupService service;
@@ -146,6 +155,7 @@ TEST_F(StreamTick, AnOlderObservationNeverReopensAParentAHintRecordedComplete) {
   ASSERT_TRUE(stream.ok()) << stream.error().message;
   auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);
   ASSERT_TRUE(resharded.ok()) << resharded.error().message;
+  t_->clock.Advance(kPastTheWaitMs);
   ASSERT_TRUE(service.StreamTick("orders").ok());  // sealed and activated
 
   // The tick observes shard 0 incomplete; before it applies that, the member reads both
@@ -212,6 +222,7 @@ TEST(StreamTickWithReplica, NothingIsSealedBeforeAReplicaHasThePreparingLayout) 
 
   replica.Pause();
   auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);  // runs a pass itself
+  t.clock.Advance(kPastTheWaitMs);
   const Status paused_pass = service.StreamTick("orders");
   replica.Resume();
   ASSERT_TRUE(resharded.ok()) << resharded.error().message;
@@ -245,6 +256,7 @@ TEST_F(StreamTick, TheNewGenerationsKeysAreCreatedOnlyOnceEveryParentIsSealed) {
   admin.FailSeals(true);
   auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);  // runs a pass itself
   ASSERT_TRUE(resharded.ok()) << resharded.error().message;
+  t_->clock.Advance(kPastTheWaitMs);
   EXPECT_FALSE(service.StreamTick("orders").ok()) << "a pass went on without its seals";
   auto layout = service.DescribeStream("orders");
   ASSERT_TRUE(layout.ok());
@@ -271,6 +283,62 @@ TEST_F(StreamTick, TheNewGenerationsKeysAreCreatedOnlyOnceEveryParentIsSealed) {
   }
 }
 
+// RS2's routing-lease wait (simulator seed 20265809): a Redis restored from a snapshot taken
+// before a reshard has no trace of it, yet producers still route to the generation it made
+// until their routing lease ends (PR4). A second reshard picks the same ids and keys (D2:
+// highest id + 1); had it created them at once, a stale XADD … NOMKSTREAM would land there,
+// after newer entries of its key. So a reshard seals and creates keys only one routing lease
+// plus kPrepareMarginMs after its PREPARING write, whichever coordinator's pass comes then.
+TEST_F(StreamTick, NothingIsSealedOrCreatedWithinARoutingLeaseOfThePreparingWrite) {
+  GroupService& service = t_->service;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok());
+  const TimeMs start = t_->clock.NowMs();
+  auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);  // runs a pass itself
+  ASSERT_TRUE(resharded.ok()) << resharded.error().message;
+  const Generation& prepared = resharded->layout.generations.back();
+  ASSERT_EQ(prepared.state, GenerationState::kPreparing);
+  EXPECT_EQ(prepared.prepared_ms, start) << "the view shows when the wait began";
+  const std::vector<LayoutShard> children = prepared.shards;
+  auto nothing_yet = [&](const char* when) {
+    for (const char* parent : {"{orders:0}", "{orders:1}"}) {
+      const CliReply last = cli->Run({"XREVRANGE", parent, "+", "-", "COUNT", "1"});
+      EXPECT_TRUE(last.elements.empty() || last.elements[0].elements[0].str != kSealId)
+          << parent << " sealed " << when;
+    }
+    for (const LayoutShard& s : children) {
+      EXPECT_EQ(cli->Run({"EXISTS", s.stream}).integer, 0) << s.stream << " created " << when;
+    }
+    EXPECT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
+              GenerationState::kPreparing)
+        << when;
+  };
+  nothing_yet("by the request's own pass");
+  // A group created meanwhile adopts the PREPARING generation and creates none of its keys.
+  ASSERT_TRUE(service.CreateGroup({"orders", "audit", 2, {}}, nullptr).ok());
+  t_->clock.Advance(kPastTheWaitMs - 1);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  nothing_yet("1 ms before the wait ends");
+
+  t_->clock.Advance(1);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  auto layout = service.DescribeStream("orders");
+  ASSERT_TRUE(layout.ok());
+  EXPECT_EQ(layout->layout.generations.back().state, GenerationState::kActive);
+  EXPECT_EQ(layout->layout.generations.back().prepared_ms, 0) << "cleared once ACTIVE";
+  for (const char* parent : {"{orders:0}", "{orders:1}"}) {
+    const CliReply last = cli->Run({"XREVRANGE", parent, "+", "-", "COUNT", "1"});
+    ASSERT_EQ(last.elements.size(), 1u) << parent;
+    EXPECT_EQ(last.elements[0].elements[0].str, kSealId) << parent;
+  }
+  for (const LayoutShard& s : children) {
+    const CliReply groups = cli->Run({"XINFO", "GROUPS", s.stream});
+    ASSERT_EQ(groups.type, CliReply::Type::kArray) << s.stream << ": " << groups.str;
+    EXPECT_EQ(groups.elements.size(), 2u) << s.stream << " lacks a group's consumer group";
+  }
+}
+
 // C9 (f) has readers of a resharded stream create no keys, so the tick creates a missing key
 // of the ACTIVE generation (an operator's DEL) with every group's consumer group; an
 // event counts it. A stream never resharded is left to its readers, as before.
@@ -288,6 +356,7 @@ TEST_F(StreamTick, AMissingKeyOfAReshardedStreamIsCreatedWithItsGroups) {
   auto stream = service.DescribeStream("orders");
   ASSERT_TRUE(stream.ok());
   ASSERT_TRUE(service.Reshard("orders", stream->revision, 3, nullptr).ok());
+  t.clock.Advance(kPastTheWaitMs);
   ASSERT_TRUE(service.StreamTick("orders").ok());
   auto layout = service.DescribeStream("orders");
   ASSERT_TRUE(layout.ok());

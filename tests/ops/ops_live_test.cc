@@ -74,7 +74,7 @@ TEST_F(OpsLiveTest, EveryMetricOfTheDashboardAndTheAlertsIsExported) {
 
   // A group with a member reading its one shard, entries and a pending one: heartbeats,
   // request histograms, the group gauges (per shard too: --shard-metrics).
-  ASSERT_TRUE(CreateGroup(*http_, "ops", "g", 1, ShortLeases()));
+  ASSERT_TRUE(CreateGroup(*http_, "ops", "g", 1, ReshardLeases()));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cli_->Run({"XADD", "{ops:0}", "*", "k", "v"}).ok());
   Consumer m("m-1");
   m.features = {"layout-v2", "shard-lease"};

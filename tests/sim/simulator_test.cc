@@ -232,7 +232,7 @@ TEST(SimulatorRegression, Seed1153_WorkStartedUnderALostGrantStaysExcused) {
 // tick pass and half the runs reshard without rollback faults, issue 12), so the test costs
 // one run while the simulator draws the same numbers and at most 300 after it changes.
 TEST(SimulatorRegression, Seed8364602991614658966_EntryStrandedByARollbackOverlap) {
-  ExpectPassesReaching(8364602991614658966ULL + 880, "late_read_reclaimed");
+  ExpectPassesReaching(8364602991614658966ULL + 85, "late_read_reclaimed");
 }
 
 // The simulator: a rollback resurrected a deleted key before the operator's restore (the
@@ -431,12 +431,28 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
 // after the heal from when it appears (Simulation::WatchNewestGeneration). The path is rare
 // (about one run in 2,000 with reshards): since reshard runs have every fault the draws
 // moved, and 3,250 runs from the found seed (default and --reshards 2) did not reach it; the
-// search starts at the first --reshards 2 run after it that does, 20265583, pinned to one
+// search started at the first --reshards 2 run after it that did, 20265583, pinned to one
 // worker per coordinator and to one command at a time (the simulator it was found on;
-// --coord-workers 1 --pipelined 0).
+// --coord-workers 1 --pipelined 0). Since a reshard waits one routing lease before it seals
+// (seed 20265809, below), the first such run from there is 20266489 (run 907): the search
+// starts there.
 TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
-  ExpectPassesReaching(20265583, "newest_generation_after_heal", 300, /*reshards=*/2,
+  ExpectPassesReaching(20266489, "newest_generation_after_heal", 300, /*reshards=*/2,
                        /*coord_workers=*/1, /*pipelined=*/0);
+}
+
+// Found by the Seed20263872 search once pipelined runs were drawn (S4): a whole-Redis restore
+// to a snapshot from before a reshard left no trace of it, producers still routed to the
+// generation it made (PR4), and a second reshard within their routing lease took the same
+// ids and keys (D2: highest + 1) and created them; a stale XADD … NOMKSTREAM, refused until
+// then, landed in the new generation after newer entries of its key. A reshard now seals and
+// creates keys one routing lease + 1 s after its PREPARING write (Generation::prepared_ms;
+// the durable pin is StreamTick.NothingIsSealedOrCreatedWithinARoutingLeaseOfThePreparingWrite).
+// Without the wait this search fails at 20265809; with it, it reaches a reshard that reuses
+// the erased generation's keys and passes.
+TEST(SimulatorRegression, Seed20265809_AReshardAfterARestoreWaitsOutTheLostRouting) {
+  ExpectPassesReaching(20265583, "erased_generation_keys_reused", 300, /*reshards=*/2,
+                       /*coord_workers=*/1, /*pipelined=*/1);
 }
 
 // Found by a 12-minute sweep after consumers began pipelining backlog reads (issue 10; the
