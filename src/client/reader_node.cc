@@ -271,10 +271,18 @@ void ReaderNode::Stop() {
 }
 
 void ReaderNode::Enqueue(NodeRead read) {
+  std::vector<NodeRead> one;
+  one.push_back(std::move(read));
+  Enqueue(std::move(one));
+}
+
+void ReaderNode::Enqueue(std::vector<NodeRead> reads) {
+  if (reads.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    live_queue_.push_back(std::move(read));
+    live_queue_.insert(live_queue_.end(), std::make_move_iterator(reads.begin()),
+                       std::make_move_iterator(reads.end()));
     arrived_ = true;
     // A reader came back while the others wait in a blocked read: cut that read short so
     // this one joins the next, instead of waiting up to BLOCK for its turn. Only once the

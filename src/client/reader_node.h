@@ -163,6 +163,10 @@ class ReaderNode {
   void Enqueue(NodeCommand command);
   // At most one per token at a time.
   void Enqueue(NodeRead read);
+  // Several at once: the next live read takes them all together (reads held until the
+  // port knew its server go out as one combined read, not one alone and the rest after a
+  // CLIENT UNBLOCK or its block time).
+  void Enqueue(std::vector<NodeRead> reads);
   // As ReaderRedis::Cancel.
   void Cancel(uint64_t token, bool now);
   // Nothing queued, in flight or being answered: Stop() would drop no answer. The owner

@@ -175,11 +175,7 @@ void ReaderRedis::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
       if (opened) {
-        while (!held_.empty()) {
-          Item item = std::move(held_.front());
-          held_.pop_front();
-          DispatchLocked(std::move(item));
-        }
+        DispatchHeldLocked();
       } else {
         for (const Item& item : held_) {
           const uint64_t token = std::visit([](const auto& i) { return i.token; }, item);
@@ -294,23 +290,37 @@ ReaderNode& ReaderRedis::NodeLocked(const std::string& address) {
   return *nodes_.emplace(address, std::move(node)).first->second;
 }
 
+std::string ReaderRedis::AddressLocked(const Item& item, const std::string& node) {
+  if (mode_ != Mode::kCluster) return {};
+  if (!node.empty()) return node;
+  return cluster_->NodeForKey(std::visit(
+      [](const auto& i) -> const std::string& {
+        if constexpr (std::is_same_v<std::decay_t<decltype(i)>, NodeRead>) {
+          return i.stream;
+        } else {
+          return i.key;
+        }
+      },
+      item));
+}
+
 void ReaderRedis::DispatchLocked(Item item, const std::string& node) {
-  std::string address;
-  if (mode_ == Mode::kCluster) {
-    address = !node.empty()
-                  ? node
-                  : cluster_->NodeForKey(std::visit(
-                        [](const auto& i) -> const std::string& {
-                          if constexpr (std::is_same_v<std::decay_t<decltype(i)>, NodeRead>) {
-                            return i.stream;
-                          } else {
-                            return i.key;
-                          }
-                        },
-                        item));
-  }
-  ReaderNode& target = NodeLocked(address);
+  ReaderNode& target = NodeLocked(AddressLocked(item, node));
   std::visit([&](auto& i) { target.Enqueue(std::move(i)); }, item);
+}
+
+void ReaderRedis::DispatchHeldLocked() {
+  std::map<std::string, std::vector<NodeRead>> reads;  // by node address
+  while (!held_.empty()) {
+    Item item = std::move(held_.front());
+    held_.pop_front();
+    if (NodeRead* read = std::get_if<NodeRead>(&item)) {
+      reads[AddressLocked(item, {})].push_back(std::move(*read));
+    } else {
+      DispatchLocked(std::move(item));
+    }
+  }
+  for (auto& [address, batch] : reads) NodeLocked(address).Enqueue(std::move(batch));
 }
 
 void ReaderRedis::OnBounced(const std::string& via, std::vector<NodeCommand> commands,

@@ -120,6 +120,11 @@ class ReaderRedis {
   bool Open(std::string* error);
   // Sends an item to its node (`node`: a redirection's target, else the slot's master).
   void DispatchLocked(Item item, const std::string& node = {});
+  // The address of the node an item goes to ("" on one server; `node`: a redirection's).
+  std::string AddressLocked(const Item& item, const std::string& node);
+  // Sends everything held while the server was unknown: the reads of one node in one
+  // ReaderNode::Enqueue, so they go out as one combined read.
+  void DispatchHeldLocked();
   ReaderNode& NodeLocked(const std::string& address);
   // `via`: the node that answered with the redirections.
   void OnBounced(const std::string& via, std::vector<NodeCommand> commands,
