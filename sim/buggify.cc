@@ -134,6 +134,10 @@ const std::vector<ProbeSpec>& AllProbes() {
        "a layout put back past a reshard was written forward from its seals (RS6)", false},
       {"layout_found_behind",
        "a layout was found behind its streams and could not be rolled forward (RS6)", false},
+      {"l1_rearmed_parents_draining",
+       "L1 restarted while a sealed parent of the judged generation was still being read to "
+       "its end (RS3)",
+       false},
       {"newest_generation_after_heal",
        "a generation newer than at the heal appeared (a layout rolled forward) and L1 judges it",
        false},

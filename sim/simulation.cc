@@ -336,12 +336,50 @@ void Simulation::WatchNewestGeneration() {
       judged_generation_ = l->generations.back().generation;
       world_.probes().Hit("newest_generation_after_heal");
       JudgeNewestGeneration(*l);
-      // The re-armed bound must fit in the run (Finish() judges a pending L1 check).
-      end_at_ = std::max(end_at_, world_.now() + p_.convergence_bound_ms + p_.tail_ms);
-      drain_cap_ = std::max(drain_cap_, end_at_ + 300'000);
+      RearmL1();
     }
+    WatchParentsDraining(*l);
   }
   world_.After(100, [this] { WatchNewestGeneration(); });
+}
+
+void Simulation::RearmL1() {
+  // The re-armed bound must fit in the run (Finish() judges a pending L1 check).
+  end_at_ = std::max(end_at_, world_.now() + p_.convergence_bound_ms + p_.tail_ms);
+  drain_cap_ = std::max(drain_cap_, end_at_ + 300'000);
+}
+
+// Seed 20269224: RS3 has the judged generation's children wait until every parent is read
+// to its end, and a parent's backlog at the heal is as long as the load made it (a shrink
+// to one shard under three producers: 7,815 entries, one reader at ~100/s). That wait is the
+// protocol, not a failure to converge. So while a sealed parent is incomplete and its
+// reading advanced (last-delivered id moved, or fewer pending) since the last look, L1's
+// clock restarts from now (a "parents_draining" fault, at most once a second). A parent
+// nobody reads does not advance, and L1 fails as before.
+void Simulation::WatchParentsDraining(const Layout& l) {
+  std::vector<std::pair<std::string, int64_t>> now;  // per incomplete parent: cursor, pending
+  for (const Generation& g : l.generations) {
+    if (g.state != GenerationState::kSealed) continue;
+    for (const LayoutShard& s : g.shards) {
+      Result<GroupProgress> p = redis_.Progress(s.stream, kGroup);
+      if (!p.ok() || p->Complete()) continue;
+      now.emplace_back(p->last_delivered_id, p->pending);
+    }
+  }
+  if (now.empty()) {
+    parents_seen_.clear();
+    return;
+  }
+  bool advanced = now.size() != parents_seen_.size();
+  for (size_t i = 0; i < now.size() && !advanced; ++i) {
+    advanced = now[i].first != parents_seen_[i].first || now[i].second < parents_seen_[i].second;
+  }
+  if (!advanced || world_.now() < parents_rearmed_at_ + 1000) return;
+  parents_seen_ = std::move(now);
+  parents_rearmed_at_ = world_.now();
+  world_.probes().Hit("l1_rearmed_parents_draining");
+  world_.Fault("parents_draining", "a sealed parent of the judged generation is still read");
+  RearmL1();
 }
 
 SimResult Simulation::Run() {

@@ -125,6 +125,8 @@ class Simulation : public Services {
   // heal, a newer one (a layout rolled forward, RS6) is judged from when it appears.
   void JudgeNewestGeneration(const Layout& l);
   void WatchNewestGeneration();
+  void RearmL1();
+  void WatchParentsDraining(const Layout& l);
   void RecordLost(const std::vector<LostEntry>& lost);
   void DeleteWhenQuiet(int attempts);
   void AfterRollback();
@@ -166,6 +168,10 @@ class Simulation : public Services {
   TimeMs drain_cap_ = -1;  // the end waits for the last deliveries until then at most
   TimeMs last_rollback_ = -1'000'000;
   int32_t judged_generation_ = 0;  // the generation L1 judges (WatchNewestGeneration)
+  // WatchParentsDraining: the incomplete sealed parents as last seen advancing (cursor,
+  // pending), and when L1 was last re-armed for them.
+  std::vector<std::pair<std::string, int64_t>> parents_seen_;
+  TimeMs parents_rearmed_at_ = -1'000'000;
   // The last rollback whose taint ran (TaintWhoseViewWentBack) and the members whose
   // liveness deadline it put back.
   TimeMs view_rollback_at_ = -1;
