@@ -14,7 +14,7 @@
 // backlog B, a stream of 8 shards read by 2 consumers and a producer publishing
 // continuously; after a 3 s steady window, B messages are published at once and the stream
 // is resharded 8 → 16 right after. Reported: the backlog left at the request, the time from the
-// request to every child shard being read (at least the stream's routing lease of 500 ms + 1 s,
+// request to every child shard being read (at least the stream's routing lease of 1 s + 1 s,
 // the wait before the seal), publish failures callers saw (goal 0), and the
 // producer's and consumers' rates in the 3 s from the request against the 3 s before.
 //
@@ -478,7 +478,7 @@ void CreateGroup(int coordinator_port, const std::string& stream, int m,
       fmt::format(R"({{"stream":"{}","group":"g","shardCount":{},"config":{{)"
                   R"("heartbeatIntervalMs":250,"memberLeaseMs":5000,"assignmentLeaseMs":4000,)"
                   R"("rebalanceTimeoutMs":10000,"routingLeaseMs":{},"routingRefreshMs":{}}}}})",
-                  stream, m, routing_lease_ms, std::min<int64_t>(1000, routing_lease_ms / 2)));
+                  stream, m, routing_lease_ms, std::min<int64_t>(1000, routing_lease_ms / 4)));
   if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
 }
 
@@ -1020,7 +1020,7 @@ ReshardFigures ReshardRun(int coordinator_port, const std::string& redis_url, in
   const milliseconds limit(static_cast<int64_t>(cfg.seconds * 1000));
   const std::string stream = fmt::format("reshard-{}", backlog);
   const std::string endpoint = fmt::format("127.0.0.1:{}", coordinator_port);
-  CreateGroup(coordinator_port, stream, kFrom, /*routing_lease_ms=*/500);
+  CreateGroup(coordinator_port, stream, kFrom, /*routing_lease_ms=*/1000);
   std::unique_ptr<rsc::Producer> producer = StartProducer(endpoint, stream, redis_url, limit);
   std::unique_ptr<rsc::Producer> filler = StartProducer(endpoint, stream, redis_url, limit);
 

@@ -205,7 +205,7 @@ std::string GroupProgress(const GroupView& v, int32_t generation, bool* ready) {
 }  // namespace
 
 ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t generation,
-                                        const std::vector<GroupView>& views) {
+                                        const std::vector<GroupView>& views, int64_t now_ms) {
   ReshardProgress p;
   const Generation* gen = nullptr;
   for (const Generation& g : stream.layout.generations) {
@@ -232,13 +232,16 @@ ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t genera
   p.text = "generation " + std::to_string(generation) + " (" + std::to_string(gen->shards.size()) +
            " shards): " + std::string(GenerationStateName(gen->state));
   if (gen->state == GenerationState::kPreparing) {
-    if (gen->prepared_ms > 0) {
-      // RS2's routing-lease wait (core/layout.h Generation::prepared_ms).
+    if (DecideRoutingWait(stream.layout, *gen, now_ms) != RoutingWait::kReady) {
+      // RS2's routing-lease wait (core/layout.h Generation::prepared_ms). Static text: the
+      // progress is printed only when it changes.
+      const int64_t wait = gen->routing_wait_ms > 0
+                               ? gen->routing_wait_ms
+                               : stream.layout.routing_lease_ms + kPrepareMarginMs;
       p.text +=
-          " (sealing the shards of the generation before it once producers' routing "
-          "lease, " +
-          std::to_string(stream.layout.routing_lease_ms) + " ms + " +
-          std::to_string(kPrepareMarginMs) + " ms, has passed since it began)\n";
+          " (waiting out producers' routing lease: the shards of the generation before "
+          "it are sealed " +
+          std::to_string(wait) + " ms after it began)\n";
     } else {
       p.text += " (sealing the shards of the generation before it)\n";
     }

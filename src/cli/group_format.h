@@ -33,8 +33,9 @@ struct ReshardProgress {
   bool superseded = false;  // done because a later reshard took over (or it is gone since)
   std::string text;
 };
+// `now_ms`: this machine's wall clock (whether a new generation's routing-lease wait is over).
 ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t generation,
-                                        const std::vector<GroupView>& views);
+                                        const std::vector<GroupView>& views, int64_t now_ms);
 
 // One line per group: "STREAM  GROUP".
 std::string FormatGroupList(const std::vector<GroupKey>& groups);

@@ -158,7 +158,10 @@ int Run(Context& ctx, const Opts& o) {
       // leaves the wait undecided, never "done".
       std::string unreadable;
       std::vector<GroupView> views = ReadGroups(ctx, view, &unreadable);
-      p = DescribeReshardProgress(view, generation, views);
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      p = DescribeReshardProgress(view, generation, views, now_ms);
       if (!unreadable.empty()) {
         p.done = false;
         p.text += unreadable;

@@ -82,6 +82,15 @@ Status CheckLayoutInvariants(const Layout& l) {
                              kMaxShards));
     }
     if (g.state == GenerationState::kActive) ++active;
+    if ((g.prepared_ms != 0 || g.routing_wait_ms != 0) && g.state != GenerationState::kPreparing) {
+      return bad(fmt::format("generation {} is {} but has a routing-lease wait (PREPARING only)",
+                             g.generation, GenerationStateName(g.state)));
+    }
+    if (g.prepared_ms < 0 || g.prepared_ms > kMaxCounter || g.routing_wait_ms < 0 ||
+        g.routing_wait_ms > kMaxRoutingWaitMs || (g.routing_wait_ms != 0 && g.prepared_ms == 0)) {
+      return bad(fmt::format("generation {}: preparedAtMs {} / routingWaitMs {} out of range",
+                             g.generation, g.prepared_ms, g.routing_wait_ms));
+    }
     // Oldest first: RETIRED ones, SEALED ones, the ACTIVE one, at most one PREPARING.
     auto rank = [](GenerationState st) {
       switch (st) {
@@ -354,6 +363,25 @@ Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
   return next;
 }
 
+RoutingWait DecideRoutingWait(const Layout& l, const Generation& g, int64_t now_ms) {
+  if (g.prepared_ms == 0) return RoutingWait::kReady;  // rolled forward: its reshard waited
+  // Layouts written before routingWaitMs existed wait the stream's lease. Saturating: a
+  // layout's lease is checked only to be positive.
+  const int64_t lease = std::min(l.routing_lease_ms, kMaxDurationMs);
+  const int64_t wait = g.routing_wait_ms > 0 ? g.routing_wait_ms : lease + kPrepareMarginMs;
+  if (g.prepared_ms > now_ms + kPrepareMarginMs) return RoutingWait::kRestamp;
+  return now_ms >= g.prepared_ms + wait ? RoutingWait::kReady : RoutingWait::kWaiting;
+}
+
+Layout DecideRestampPrepared(const Layout& stored, int64_t now_ms,
+                             const std::string& fresh_lineage) {
+  Layout next = Bumped(stored, fresh_lineage);
+  for (Generation& g : next.generations) {
+    if (g.state == GenerationState::kPreparing) g.prepared_ms = std::max<int64_t>(now_ms, 1);
+  }
+  return next;
+}
+
 std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fresh_lineage) {
   Layout next = Bumped(stored, fresh_lineage);
   bool found = false;
@@ -367,6 +395,7 @@ std::optional<Layout> DecideActivate(const Layout& stored, const std::string& fr
     } else if (g.state == GenerationState::kPreparing) {
       g.state = GenerationState::kActive;
       g.prepared_ms = 0;
+      g.routing_wait_ms = 0;
     }
   }
   return next;

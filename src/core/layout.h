@@ -49,18 +49,24 @@ struct Generation {
   // generation dropped from the layout, `retiredRetentionMs` later. 0: not retired, or
   // retired by a coordinator that did not record it (stamped by the next tick).
   int64_t retired_ms = 0;
-  // When a reshard wrote it PREPARING (coordinator wall clock, ms). Its parents are sealed
-  // and its keys created no earlier than the stream's routing lease plus
-  // kPrepareMarginMs after that: a Redis rolled back to before an earlier reshard that
+  // RS2's routing-lease wait (docs/protocol.md 7.5 step 1). When a reshard wrote it
+  // PREPARING (coordinator wall clock, ms), and how long after that its parents are sealed
+  // and its keys created: the longest routing lease then in force (the stream's and every
+  // group's) plus kPrepareMarginMs. A Redis rolled back to before an earlier reshard that
   // used the same ids (a snapshot restore) has no trace of it, but producers may still
   // route by it until their lease ends, and would write into the keys once they exist
-  // again. 0: no wait (a generation rolled forward from its seals: its keys exist).
+  // again. Both 0: no wait (a generation rolled forward from its seals: its reshard
+  // waited). Only a PREPARING generation has them.
   int64_t prepared_ms = 0;
+  int64_t routing_wait_ms = 0;
   bool operator==(const Generation&) const = default;
 };
 
 // The skew between coordinators' wall clocks that a PREPARING generation's wait absorbs.
 inline constexpr int64_t kPrepareMarginMs = 1000;
+// The longest routing-lease wait a layout may record: the longest routing lease a config may
+// set, plus the margin.
+inline constexpr int64_t kMaxRoutingWaitMs = kMaxDurationMs + kPrepareMarginMs;
 
 struct Layout {
   std::string stream;
@@ -174,6 +180,17 @@ RetiredWork DecideRetiredWork(const Layout& stored, int64_t now_ms, int64_t rete
 // higher, so D2 (ids above every id ever used) holds without it.
 std::optional<Layout> DecideDropRetired(const Layout& stored, int32_t generation,
                                         const std::string& fresh_lineage);
+
+// RS2's routing-lease wait for PREPARING generation `g` of `l` at `now_ms`: kReady once it is
+// over (or there is none), kWaiting before; kRestamp when `g` was stamped more than the
+// margin ahead of `now_ms` (a clock ahead of this one, or this clock went back): the caller
+// writes `restamped` (the wait from now, by this clock) so a bad clock delays a reshard by at
+// most one more wait, never indefinitely.
+enum class RoutingWait { kReady, kWaiting, kRestamp };
+RoutingWait DecideRoutingWait(const Layout& l, const Generation& g, int64_t now_ms);
+// The layout with its PREPARING generation stamped at `now_ms` (kRestamp above).
+Layout DecideRestampPrepared(const Layout& stored, int64_t now_ms,
+                             const std::string& fresh_lineage);
 
 // RS6: a layout found behind its streams. Run while no generation is PREPARING (otherwise
 // the tick's seal-and-activate continues the reshard, nothing is behind). `active_tops`: the

@@ -55,10 +55,16 @@ Result<Generation> GenerationFromJson(const bj::value& v, const std::string& pat
   if (g.retired_ms != 0 && g.state != GenerationState::kRetired) {
     return r.Bad("retiredAtMs", "only a RETIRED generation has one");
   }
-  // Absent from layouts written before the wait existed, and once it is ACTIVE.
+  // RS2's routing-lease wait: absent from layouts written before it existed, and once the
+  // generation is ACTIVE.
   RSC_ASSIGN_OR_RETURN(g.prepared_ms, r.IntOr("preparedAtMs", 0, kMaxCounter, 0));
-  if (g.prepared_ms != 0 && g.state != GenerationState::kPreparing) {
-    return r.Bad("preparedAtMs", "only a PREPARING generation has one");
+  RSC_ASSIGN_OR_RETURN(g.routing_wait_ms, r.IntOr("routingWaitMs", 0, kMaxRoutingWaitMs, 0));
+  if ((g.prepared_ms != 0 || g.routing_wait_ms != 0) && g.state != GenerationState::kPreparing) {
+    return r.Bad(g.prepared_ms != 0 ? "preparedAtMs" : "routingWaitMs",
+                 "only a PREPARING generation has one");
+  }
+  if (g.routing_wait_ms != 0 && g.prepared_ms == 0) {
+    return r.Bad("routingWaitMs", "comes with preparedAtMs");
   }
   RSC_ASSIGN_OR_RETURN(const bj::array* shards, r.Arr("shards"));
   RSC_ASSIGN_OR_RETURN(int64_t count, r.Int("shardCount", 1, kMaxShards));
@@ -96,6 +102,7 @@ bj::value LayoutToJson(const Layout& l) {
                  {"shards", std::move(shards)}};
     if (g.retired_ms != 0) o["retiredAtMs"] = g.retired_ms;
     if (g.prepared_ms != 0) o["preparedAtMs"] = g.prepared_ms;
+    if (g.routing_wait_ms != 0) o["routingWaitMs"] = g.routing_wait_ms;
     generations.push_back(std::move(o));
   }
   return bj::object{{"stream", l.stream},

@@ -647,8 +647,9 @@ Result<StreamView> GroupService::PatchStream(const std::string& stream,
   return DescribeStream(stream);
 }
 
-Status GroupService::CheckClientsSupportLayouts(const Layout& l) {
+Status GroupService::CheckClientsSupportLayouts(const Layout& l, int64_t* longest_lease_ms) {
   const TimeMs now = clock_.NowMs();
+  *longest_lease_ms = std::min(l.routing_lease_ms, kMaxDurationMs);
   for (const std::string& group : l.groups) {
     const GroupKey key{l.stream, group};
     auto loaded = store_.Load(key, now);
@@ -656,6 +657,9 @@ Status GroupService::CheckClientsSupportLayouts(const Layout& l) {
       if (loaded.error().code == ErrorCode::kGroupNotFound) continue;  // listed, never created
       return loaded.error();
     }
+    // Producers given a group route by its routing, with its lease (5.1).
+    *longest_lease_ms = std::max(*longest_lease_ms,
+                                 std::min(loaded->meta->config.routing_lease_ms, kMaxDurationMs));
     RSC_ASSIGN_OR_RETURN(Liveness live, store_.LoadAllLiveness(key));
     for (const Member& m : loaded->meta->members) {
       auto it = live.deadline_ms.find(m.id.str());
@@ -687,7 +691,8 @@ Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expe
                      fmt::format("expectedLayoutRevision {} but the layout is at revision {}",
                                  expected_revision, stored->revision.value()));
   }
-  RSC_RETURN_IF_ERROR(CheckClientsSupportLayouts(stored->layout));
+  int64_t longest_lease_ms = 0;
+  RSC_RETURN_IF_ERROR(CheckClientsSupportLayouts(stored->layout, &longest_lease_ms));
   // RS6: a layout behind its streams would reuse ids and keys its lost generation wrote.
   RSC_ASSIGN_OR_RETURN(bool rolled, CheckBehind(*stored));
   if (rolled) {
@@ -700,7 +705,10 @@ Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expe
   RSC_ASSIGN_OR_RETURN(SlotPlacement placement, layouts_.Placement());
   RSC_ASSIGN_OR_RETURN(Layout next,
                        DecideReshard(stored->layout, shard_count, placement, tokens_.NewToken()));
+  // RS2's routing-lease wait (core/layout.h Generation::prepared_ms): recorded now, so a
+  // later PATCH of a lease neither shortens nor lengthens it.
   next.generations.back().prepared_ms = std::max<int64_t>(clock_.NowMs(), 1);
+  next.generations.back().routing_wait_ms = longest_lease_ms + kPrepareMarginMs;
   auto cas = store_.CompareAndSetLayout(stream, stored->revision, next, clock_.NowMs());
   if (!cas.ok()) return cas.error();
   if (!cas->applied) {
@@ -716,7 +724,8 @@ Result<StreamView> GroupService::Reshard(const std::string& stream, int64_t expe
                      {Event{EventKind::kLayoutAdopted, "", -1,
                             fmt::format("reshard_started: generation {} of {} shards",
                                         next.generations.back().generation, shard_count)}});
-  // Move it forward at once rather than at the next tick; a failure here is retried there.
+  // Moves it on at once where it can (re-seals, a wait already over) rather than at the next
+  // tick; a failure here is retried there. The new generation itself waits a routing lease.
   (void)StreamTick(stream);
   return DescribeStream(stream);
 }
@@ -767,18 +776,33 @@ Result<std::vector<ShardCompletion>> GroupService::Completions(const Layout& l,
 
 Status GroupService::SealAndActivate(const StoredLayout& stored) {
   const Layout& l = stored.layout;
-  bool preparing = false;
-  int64_t prepared_ms = 0;
+  const Generation* prepared = nullptr;
   for (const Generation& g : l.generations) {
-    if (g.state != GenerationState::kPreparing) continue;
-    preparing = true;
-    prepared_ms = g.prepared_ms;
+    if (g.state == GenerationState::kPreparing) prepared = &g;
   }
-  if (preparing && prepared_ms > 0 &&
-      clock_.NowMs() < prepared_ms + l.routing_lease_ms + kPrepareMarginMs) {
-    // Not yet (Generation::prepared_ms): routing a rolled-back Redis forgot may still name
-    // these ids. Producers go on writing the unsealed parents; a later pass goes on.
-    return OkStatus();
+  // `preparing`: the reshard moves on in this pass (its routing-lease wait is over). Until
+  // then producers go on writing the ACTIVE generation; SEALED ones are still re-sealed.
+  bool preparing = prepared != nullptr;
+  if (prepared != nullptr) {
+    switch (DecideRoutingWait(l, *prepared, clock_.NowMs())) {
+      case RoutingWait::kReady:
+        break;
+      case RoutingWait::kWaiting:
+        preparing = false;
+        break;
+      case RoutingWait::kRestamp: {
+        preparing = false;
+        spdlog::warn(
+            "event=reshard_wait_restamped stream={} generation={} prepared_at_ms={} now_ms={} "
+            "message=\"stamped by a clock ahead of this coordinator's (or this clock went "
+            "back): the routing-lease wait starts again from now\"",
+            l.stream, prepared->generation, prepared->prepared_ms, clock_.NowMs());
+        Layout next = DecideRestampPrepared(l, clock_.NowMs(), tokens_.NewToken());
+        auto cas = store_.CompareAndSetLayout(l.stream, stored.revision, next, clock_.NowMs());
+        if (!cas.ok()) return cas.error();
+        return OkStatus();  // applied or not, the next pass re-reads it
+      }
+    }
   }
   if (preparing) {
     // RS2: nothing is sealed before the PREPARING layout survives a failover of its master

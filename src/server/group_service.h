@@ -198,7 +198,9 @@ class GroupService : public CoordinatorApi {
                    bool* wrote = nullptr, StoreRevision* revision_out = nullptr);
 
   // The CLIENTS_TOO_OLD gate (D5): a live member of a group of `l` without layout-v2.
-  Status CheckClientsSupportLayouts(const Layout& l);
+  // Also the longest routing lease producers of the stream may hold (the layout's and every
+  // group's, capped at the longest a config may set): RS2's routing-lease wait.
+  Status CheckClientsSupportLayouts(const Layout& l, int64_t* longest_lease_ms);
   // StreamTick's steps.
   Status PrepareGeneration(const Layout& l);
   Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,

@@ -150,16 +150,20 @@ TEST(Reshard, ThePreparingTimeIsStoredAndClearedOnActivation) {
   Layout l = *DecideReshard(Stream(2), 3, kOneServer, "t1");
   EXPECT_EQ(l.generations.back().prepared_ms, 0) << "DecideReshard is pure: the shell stamps it";
   l.generations.back().prepared_ms = 1'900'000'000'123;
+  l.generations.back().routing_wait_ms = 31'000;
   auto back = DecodeLayout(EncodeLayout(l));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->generations.back().prepared_ms, 1'900'000'000'123);
+  EXPECT_EQ(back->generations.back().routing_wait_ms, 31'000);
   EXPECT_NE(EncodeLayout(l).find(R"("preparedAtMs":1900000000123)"), std::string::npos);
 
   std::optional<Layout> active = DecideActivate(l, "t2");
   ASSERT_TRUE(active.has_value());
   EXPECT_EQ(active->generations.back().state, GenerationState::kActive);
   EXPECT_EQ(active->generations.back().prepared_ms, 0);
+  EXPECT_EQ(active->generations.back().routing_wait_ms, 0);
   EXPECT_EQ(EncodeLayout(*active).find("preparedAtMs"), std::string::npos);
+  EXPECT_EQ(EncodeLayout(*active).find("routingWaitMs"), std::string::npos);
 
   std::string doc = EncodeLayout(*active);
   const size_t at = doc.find(R"("state":"ACTIVE")");
@@ -172,6 +176,52 @@ TEST(Reshard, ThePreparingTimeIsStoredAndClearedOnActivation) {
   negative.replace(p, std::string(R"("preparedAtMs":1900000000123)").size(),
                    R"("preparedAtMs":-1)");
   EXPECT_FALSE(DecodeLayout(negative).ok()) << negative;
+  std::string too_long = EncodeLayout(l);
+  const size_t w = too_long.find(R"("routingWaitMs":31000)");
+  ASSERT_NE(w, std::string::npos) << too_long;
+  too_long.replace(w, std::string(R"("routingWaitMs":31000)").size(),
+                   R"("routingWaitMs":999999999999)");
+  EXPECT_FALSE(DecodeLayout(too_long).ok()) << too_long;
+}
+
+// RS2's routing-lease wait as DecideRoutingWait judges it.
+TEST(Reshard, TheRoutingWaitEndsAfterTheRecordedLeaseAndABadClockRestampsIt) {
+  Layout l = *DecideReshard(Stream(2), 3, kOneServer, "t1");
+  Generation& g = l.generations.back();
+  EXPECT_EQ(DecideRoutingWait(l, g, 5), RoutingWait::kReady) << "rolled forward: no wait";
+  g.prepared_ms = 100'000;
+  g.routing_wait_ms = 31'000;
+  EXPECT_EQ(DecideRoutingWait(l, g, 100'000), RoutingWait::kWaiting);
+  EXPECT_EQ(DecideRoutingWait(l, g, 130'999), RoutingWait::kWaiting);
+  EXPECT_EQ(DecideRoutingWait(l, g, 131'000), RoutingWait::kReady);
+  // Within the margin behind: just waits longer. Beyond it: this clock went back, or the
+  // stamping one ran ahead — restamped with this clock, not waited for indefinitely.
+  EXPECT_EQ(DecideRoutingWait(l, g, 100'000 - kPrepareMarginMs), RoutingWait::kWaiting);
+  EXPECT_EQ(DecideRoutingWait(l, g, 100'000 - kPrepareMarginMs - 1), RoutingWait::kRestamp);
+  Layout restamped = DecideRestampPrepared(l, 7'000, "t2");
+  EXPECT_EQ(restamped.generations.back().prepared_ms, 7'000);
+  EXPECT_EQ(restamped.generations.back().routing_wait_ms, 31'000);
+  EXPECT_GT(restamped.version, l.version);
+  EXPECT_EQ(restamped.lineage, "t2");
+  EXPECT_TRUE(CheckLayoutInvariants(restamped).ok());
+  // A layout from before routingWaitMs waits the stream's lease; a huge one saturates.
+  g.routing_wait_ms = 0;
+  l.routing_lease_ms = 20'000;
+  EXPECT_EQ(DecideRoutingWait(l, g, 120'999), RoutingWait::kWaiting);
+  EXPECT_EQ(DecideRoutingWait(l, g, 121'000), RoutingWait::kReady);
+  l.routing_lease_ms = INT64_MAX;
+  EXPECT_EQ(DecideRoutingWait(l, g, 100'000 + kMaxRoutingWaitMs), RoutingWait::kReady);
+  // Only a PREPARING generation carries a wait; a wait comes with its start.
+  Layout bad = *DecideActivate(l, "t3");
+  bad.generations.back().routing_wait_ms = 5;
+  EXPECT_FALSE(CheckLayoutInvariants(bad).ok());
+  Layout no_start = l;
+  no_start.generations.back().prepared_ms = 0;
+  no_start.generations.back().routing_wait_ms = 5;
+  EXPECT_FALSE(CheckLayoutInvariants(no_start).ok());
+  no_start.generations.back().routing_wait_ms = kMaxRoutingWaitMs + 1;
+  no_start.generations.back().prepared_ms = 1;
+  EXPECT_FALSE(CheckLayoutInvariants(no_start).ok());
 }
 
 TEST(Reshard, UnretiredGenerationsAreCapped) {

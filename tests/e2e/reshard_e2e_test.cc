@@ -87,12 +87,15 @@ constexpr const char* kStream = "ledger";
 constexpr const char* kBilling = "billing";
 constexpr const char* kAudit = "audit";
 constexpr int kInitialShards = 8;
-// FastLeases with a routing lease of 1 s: each reshard seals its parents 2 s after it begins
-// (RS2's routing-lease wait), shorter than a member lease (2.5 s).
+// FastLeases with a routing lease of 1.5 s and a member lease of 4 s: each reshard seals its
+// parents 2.5 s after it begins (RS2's routing-lease wait), before the member lease of a
+// consumer killed right before it ends (its parents still hold a backlog at the seal).
 json::object ReshardLeases() {
   json::object c = rsc::testing::FastLeases();
-  c["routingLeaseMs"] = 1000;
-  c["routingRefreshMs"] = 200;
+  c["routingLeaseMs"] = 1500;
+  c["routingRefreshMs"] = 300;
+  c["memberLeaseMs"] = 4000;
+  c["rebalanceTimeoutMs"] = 4000;
   return c;
 }
 constexpr int kProducers = 3;

@@ -132,7 +132,7 @@ TEST_F(AuditTest, EveryAdminMutationAppendsOneEntryWithTheRevisionsItsWriteMoved
                         R"({"expectedRevision":999,"config":{"heartbeatIntervalMs":450}})", Admin())
                 .status,
             409);
-  // (GROUP_EXISTS, or LAYOUT_MISMATCH: the stream has 3 shards now)
+  // (GROUP_EXISTS, or LAYOUT_MISMATCH: the stream is being resharded to 3 shards)
   EXPECT_EQ(http_->Post("/v1/groups", json::value(CreateBody(kP, kG, 2)), Admin()).status, 409);
   EXPECT_EQ(http_->Post("/v1/groups", json::value(CreateBody(kP, "other", 2))).status, 401);
   const int64_t t1 = NowMs();

@@ -102,7 +102,9 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, AdminLifecycleCreateListDescribeStreamReshardConfigFenceExportDeleteRestore) {
-  RscRun r = Rsc({"create", kP, kG, "--shards", "4", "--member-lease-ms", "12000"});
+  // A short routing lease: a reshard seals one routing lease (+ 1 s) after it begins.
+  RscRun r = Rsc({"create", kP, kG, "--shards", "4", "--member-lease-ms", "12000",
+                  "--routing-lease-ms", "500", "--routing-refresh-ms", "200"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.out.find("created group orders/billing"), std::string::npos) << r.Describe();
 
@@ -139,7 +141,7 @@ TEST_F(CliTest, AdminLifecycleCreateListDescribeStreamReshardConfigFenceExportDe
 
   // A second group of the stream takes the stream's shard count (SPEC D3); `rsc stream`
   // shows the shared layout.
-  r = Rsc({"create", kP, "audit"});
+  r = Rsc({"create", kP, "audit", "--routing-lease-ms", "500", "--routing-refresh-ms", "200"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.out.find("shard count:       4"), std::string::npos) << r.Describe();
   r = Rsc({"create", kP, "other", "--shards", "3"});
@@ -517,7 +519,10 @@ TEST_F(CliTest, ReshardWaitsForGroupsWithLiveMembersAndShowsProgress) {
            "--routing-lease-ms", "1000", "--routing-refresh-ms", "300"})
           .exit_code,
       0);
-  ASSERT_EQ(Rsc({"create", kP, "audit"}).exit_code, 0);
+  ASSERT_EQ(
+      Rsc({"create", kP, "audit", "--routing-lease-ms", "1000", "--routing-refresh-ms", "300"})
+          .exit_code,
+      0);
   // A library consumer (it declares layout-v2) that ends after 40 messages.
   auto consumer = std::async(std::launch::async, [&] {
     return Rsc(
@@ -572,8 +577,8 @@ TEST_F(CliTest, ReshardWaitsForGroupsWithLiveMembersAndShowsProgress) {
   // (The wait first shows the routing-lease wait: 1 s + 1 s here.)
   r = Rsc({"reshard", kP, "--shards", "3", "--poll-ms", "100", "--wait-timeout", "6"});
   EXPECT_EQ(r.exit_code, 6) << r.Describe();
-  EXPECT_NE(r.out.find("PREPARING (sealing the shards of the generation before it once "
-                       "producers' routing lease, 1000 ms + 1000 ms, has passed since it began)"),
+  EXPECT_NE(r.out.find("PREPARING (waiting out producers' routing lease: the shards of the "
+                       "generation before it are sealed 2000 ms after it began)"),
             std::string::npos)
       << r.Describe();
   EXPECT_NE(r.out.find("audit: parents completed 0/10"), std::string::npos) << r.Describe();

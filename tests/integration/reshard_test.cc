@@ -66,9 +66,13 @@ class ReshardTest : public LiveCoordinatorTest {
 
 TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4, ReshardLeases()));
-  ASSERT_EQ(http_->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "audit"}}))
-                .status,
-            201);
+  ASSERT_EQ(
+      http_
+          ->Post("/v1/groups",
+                 json::value(json::object{
+                     {"stream", kP}, {"group", "audit"}, {"config", ReshardLeases().ToJson()}}))
+          .status,
+      201);
   for (int s = 0; s < 4; ++s) {
     ASSERT_FALSE(cli_->Run({"XADD", "{orders:" + std::to_string(s) + "}", "*", "k", "v"}).type ==
                  CliReply::Type::kError);
@@ -185,9 +189,13 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
 // (Layout.ARestoredExportFitsTheLayoutItsShardsBelongTo).
 TEST_F(ReshardTest, AnExportFromBeforeAReshardIsRestoredIntoTheNewLayout) {
   ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4, ReshardLeases()));
-  ASSERT_EQ(http_->Post("/v1/groups", json::value(json::object{{"stream", kP}, {"group", "audit"}}))
-                .status,
-            201);
+  ASSERT_EQ(
+      http_
+          ->Post("/v1/groups",
+                 json::value(json::object{
+                     {"stream", kP}, {"group", "audit"}, {"config", ReshardLeases().ToJson()}}))
+          .status,
+      201);
   HttpResult exported = http_->Get(GroupPath(kP, "billing") + "/export");
   ASSERT_EQ(exported.status, 200) << exported.Describe();
   ASSERT_EQ(Reshard(JsonInt(Stream(), "revision"), 8).status, 200);

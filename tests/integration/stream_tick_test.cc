@@ -339,6 +339,87 @@ TEST_F(StreamTick, NothingIsSealedOrCreatedWithinARoutingLeaseOfThePreparingWrit
   }
 }
 
+// The wait is the longest routing lease producers may hold: a group's own (producers given a
+// group route by its routing, 5.1) counts, and what is recorded at the reshard holds however
+// the leases change afterwards.
+TEST_F(StreamTick, TheWaitIsTheLongestRoutingLeaseOfTheStreamAndItsGroups) {
+  GroupService& service = t_->service;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());  // 30 s
+  GroupConfig audit;
+  audit.routing_lease_ms = 45000;
+  audit.routing_refresh_ms = 5000;
+  ASSERT_TRUE(service.CreateGroup({"orders", "audit", 2, audit}, nullptr).ok());
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok());
+  ASSERT_EQ(stream->layout.routing_lease_ms, 30000) << "the layout keeps the first group's";
+  auto resharded = service.Reshard("orders", stream->revision, 3, nullptr);
+  ASSERT_TRUE(resharded.ok()) << resharded.error().message;
+  EXPECT_EQ(resharded->layout.generations.back().routing_wait_ms, 45000 + kPrepareMarginMs);
+  t_->clock.Advance(kPastTheWaitMs);  // past the stream's lease, not the group's
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  EXPECT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
+            GenerationState::kPreparing);
+  EXPECT_EQ(cli->Run({"EXISTS", resharded->layout.generations.back().shards[0].stream}).integer, 0);
+  t_->clock.Advance(45000 - 30000);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  EXPECT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
+            GenerationState::kActive);
+}
+
+// While a reshard waits, what is already SEALED is still re-sealed by every pass (a failover
+// can lose a seal); only the ACTIVE generation's seal and the new keys wait.
+TEST_F(StreamTick, ASealLostDuringTheWaitIsWrittenAgainAtOnce) {
+  GroupService& service = t_->service;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(service.Reshard("orders", stream->revision, 3, nullptr).ok());
+  t_->clock.Advance(kPastTheWaitMs);
+  ASSERT_TRUE(service.StreamTick("orders").ok());  // 0 SEALED, 1 ACTIVE
+  auto layout = service.DescribeStream("orders");
+  ASSERT_TRUE(layout.ok());
+  ASSERT_EQ(layout->layout.generations.back().state, GenerationState::kActive);
+  const std::string active_key = layout->layout.generations.back().shards[0].stream;
+  ASSERT_TRUE(service.Reshard("orders", layout->revision, 2, nullptr).ok());  // waits
+  // The seal of {orders:0} is lost (here with the key: Redis keeps a deleted entry's ID as
+  // the stream's last one, so only a rollback loses a seal).
+  ASSERT_EQ(cli->Run({"DEL", "{orders:0}"}).integer, 1);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  const CliReply last = cli->Run({"XREVRANGE", "{orders:0}", "+", "-", "COUNT", "1"});
+  ASSERT_EQ(last.elements.size(), 1u);
+  EXPECT_EQ(last.elements[0].elements[0].str, kSealId) << "not re-sealed during the wait";
+  EXPECT_EQ(t_->events.Count(EventKind::kParentResealed), 1);
+  const CliReply active_last = cli->Run({"XREVRANGE", active_key, "+", "-", "COUNT", "1"});
+  EXPECT_TRUE(active_last.elements.empty() || active_last.elements[0].elements[0].str != kSealId)
+      << "the ACTIVE generation was sealed during the wait";
+}
+
+// A generation stamped by a clock far ahead (or read by a coordinator whose clock went back)
+// is stamped again with the reading clock, so it waits one more lease, not until that clock
+// catches up.
+TEST_F(StreamTick, AWaitStampedByAClockAheadIsStampedAgainNotWaitedOut) {
+  GroupService& service = t_->service;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok());
+  ManualClock ahead;
+  ahead.Advance(24LL * 3600 * 1000);  // a day ahead
+  GroupService skewed(*store_, ahead, t_->tokens, t_->events, TestService::Options(*admin_),
+                      nullptr);
+  auto resharded = skewed.Reshard("orders", stream->revision, 3, nullptr);
+  ASSERT_TRUE(resharded.ok()) << resharded.error().message;
+  ASSERT_EQ(resharded->layout.generations.back().prepared_ms, ahead.NowMs());
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  auto layout = service.DescribeStream("orders");
+  ASSERT_TRUE(layout.ok());
+  EXPECT_EQ(layout->layout.generations.back().state, GenerationState::kPreparing);
+  EXPECT_EQ(layout->layout.generations.back().prepared_ms, t_->clock.NowMs()) << "restamped";
+  t_->clock.Advance(kPastTheWaitMs);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  EXPECT_EQ(service.DescribeStream("orders")->layout.generations.back().state,
+            GenerationState::kActive);
+}
+
 // C9 (f) has readers of a resharded stream create no keys, so the tick creates a missing key
 // of the ACTIVE generation (an operator's DEL) with every group's consumer group; an
 // event counts it. A stream never resharded is left to its readers, as before.

@@ -96,7 +96,10 @@ TEST_F(OpsLiveTest, EveryMetricOfTheDashboardAndTheAlertsIsExported) {
   // A regression: a member reporting a version above the store's (taken as genuine during
   // the group's first member lease) — rsc_metadata_version_regressions_total{kind}.
   ASSERT_EQ(
-      http_->Post("/v1/groups", json::value(json::object{{"stream", "ops"}, {"group", "regress"}}))
+      http_
+          ->Post("/v1/groups", json::value(json::object{{"stream", "ops"},
+                                                        {"group", "regress"},
+                                                        {"config", ReshardLeases().ToJson()}}))
           .status,
       201);
   Consumer r("r-1");

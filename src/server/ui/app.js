@@ -413,7 +413,11 @@
         } else if (g.state === 'RETIRED') {
           progress = 'retired (read by every group)';
         } else if (g.state === 'PREPARING') {
-          progress = 'being prepared (the coordinator seals the generation before it)';
+          // RS2's routing-lease wait (docs/protocol.md 7.5 step 1), by the coordinator's clock.
+          progress = g.preparedAtMs && g.routingWaitMs
+            ? 'waiting out producers\' routing lease: the generation before it is sealed from ' +
+              clock(new Date(g.preparedAtMs + g.routingWaitMs))
+            : 'being prepared (the coordinator seals the generation before it)';
         }
         return h('tr', { data: { generation: g.generation, state: g.state } },
           h('td', { class: 'num' }, g.generation), h('td', null, badge(g.state, 'gen-' + g.state.toLowerCase())),
