@@ -38,6 +38,16 @@ class ReshardTest : public LiveCoordinatorTest {
     }
     return "absent";
   }
+  // Group "audit" adopting the stream's layout (D3), with a short routing lease: the wait
+  // before a reshard's seal is the longest lease of the stream and its groups.
+  ::testing::AssertionResult CreateAudit() {
+    const HttpResult r =
+        http_->Post("/v1/groups",
+                    json::value(json::object{
+                        {"stream", kP}, {"group", "audit"}, {"config", ReshardLeases().ToJson()}}));
+    if (r.status == 201) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << r.Describe();
+  }
   HttpResult Reshard(int64_t revision, int shards) {
     return http_->Post(
         "/v1/streams/" + std::string(kP) + "/reshard",
@@ -66,13 +76,7 @@ class ReshardTest : public LiveCoordinatorTest {
 
 TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
   ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4, ReshardLeases()));
-  ASSERT_EQ(
-      http_
-          ->Post("/v1/groups",
-                 json::value(json::object{
-                     {"stream", kP}, {"group", "audit"}, {"config", ReshardLeases().ToJson()}}))
-          .status,
-      201);
+  ASSERT_TRUE(CreateAudit());
   for (int s = 0; s < 4; ++s) {
     ASSERT_FALSE(cli_->Run({"XADD", "{orders:" + std::to_string(s) + "}", "*", "k", "v"}).type ==
                  CliReply::Type::kError);
@@ -189,13 +193,7 @@ TEST_F(ReshardTest, ShrinkSealsParentsAndChildrenWaitForEveryParent) {
 // (Layout.ARestoredExportFitsTheLayoutItsShardsBelongTo).
 TEST_F(ReshardTest, AnExportFromBeforeAReshardIsRestoredIntoTheNewLayout) {
   ASSERT_TRUE(CreateGroup(*http_, kP, "billing", 4, ReshardLeases()));
-  ASSERT_EQ(
-      http_
-          ->Post("/v1/groups",
-                 json::value(json::object{
-                     {"stream", kP}, {"group", "audit"}, {"config", ReshardLeases().ToJson()}}))
-          .status,
-      201);
+  ASSERT_TRUE(CreateAudit());
   HttpResult exported = http_->Get(GroupPath(kP, "billing") + "/export");
   ASSERT_EQ(exported.status, 200) << exported.Describe();
   ASSERT_EQ(Reshard(JsonInt(Stream(), "revision"), 8).status, 200);
