@@ -235,13 +235,10 @@ ReshardProgress DescribeReshardProgress(const StreamView& stream, int32_t genera
     if (DecideRoutingWait(stream.layout, *gen, now_ms) != RoutingWait::kReady) {
       // RS2's routing-lease wait (core/layout.h Generation::prepared_ms). Static text: the
       // progress is printed only when it changes.
-      const int64_t wait = gen->routing_wait_ms > 0
-                               ? gen->routing_wait_ms
-                               : stream.layout.routing_lease_ms + kPrepareMarginMs;
       p.text +=
           " (waiting out producers' routing lease: the shards of the generation before "
           "it are sealed " +
-          std::to_string(wait) + " ms after it began)\n";
+          std::to_string(RoutingWaitMs(stream.layout, *gen)) + " ms after it began)\n";
     } else {
       p.text += " (sealing the shards of the generation before it)\n";
     }

@@ -363,12 +363,15 @@ Result<Layout> DecideReshard(const Layout& stored, int32_t shard_count,
   return next;
 }
 
+int64_t RoutingWaitMs(const Layout& l, const Generation& g) {
+  if (g.routing_wait_ms > 0) return g.routing_wait_ms;
+  // Capped: a layout's lease is checked only to be positive.
+  return std::min(l.routing_lease_ms, kMaxDurationMs) + kPrepareMarginMs;
+}
+
 RoutingWait DecideRoutingWait(const Layout& l, const Generation& g, int64_t now_ms) {
   if (g.prepared_ms == 0) return RoutingWait::kReady;  // rolled forward: its reshard waited
-  // Layouts written before routingWaitMs existed wait the stream's lease. Saturating: a
-  // layout's lease is checked only to be positive.
-  const int64_t lease = std::min(l.routing_lease_ms, kMaxDurationMs);
-  const int64_t wait = g.routing_wait_ms > 0 ? g.routing_wait_ms : lease + kPrepareMarginMs;
+  const int64_t wait = RoutingWaitMs(l, g);
   if (g.prepared_ms > now_ms + kPrepareMarginMs) return RoutingWait::kRestamp;
   return now_ms >= g.prepared_ms + wait ? RoutingWait::kReady : RoutingWait::kWaiting;
 }

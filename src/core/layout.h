@@ -181,11 +181,14 @@ RetiredWork DecideRetiredWork(const Layout& stored, int64_t now_ms, int64_t rete
 std::optional<Layout> DecideDropRetired(const Layout& stored, int32_t generation,
                                         const std::string& fresh_lineage);
 
+// How long after `g.prepared_ms` PREPARING generation `g` of `l` waits: its routingWaitMs,
+// or for a layout written before that field the stream's lease (capped) plus the margin.
+int64_t RoutingWaitMs(const Layout& l, const Generation& g);
 // RS2's routing-lease wait for PREPARING generation `g` of `l` at `now_ms`: kReady once it is
 // over (or there is none), kWaiting before; kRestamp when `g` was stamped more than the
 // margin ahead of `now_ms` (a clock ahead of this one, or this clock went back): the caller
-// writes `restamped` (the wait from now, by this clock) so a bad clock delays a reshard by at
-// most one more wait, never indefinitely.
+// writes DecideRestampPrepared's layout (the wait from now, by this clock) so a bad clock
+// delays a reshard by at most one more wait, never indefinitely.
 enum class RoutingWait { kReady, kWaiting, kRestamp };
 RoutingWait DecideRoutingWait(const Layout& l, const Generation& g, int64_t now_ms);
 // The layout with its PREPARING generation stamped at `now_ms` (kRestamp above).
