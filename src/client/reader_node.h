@@ -2,7 +2,9 @@
 // ReaderNode: the reader commands of every shard served by one Redis node (one server, or one
 // master of a cluster). Internal to ReaderRedis (reader_redis.h), which routes each reader's
 // commands to the node serving its stream and follows the cluster's redirections. Whatever
-// the number of shards, a node holds exactly two hiredis connections, each with one thread:
+// the number of shards, a node holds exactly two hiredis connections, each with one thread.
+// Every decision below is NodeCore's (node_core.h, sans-IO, also run by the simulator); this
+// class only waits, sends and receives for it.
 //
 // * The command connection carries every command but the live read (XGROUP CREATE,
 //   XAUTOCLAIM, XPENDING, XCLAIM, the pending read, XACK, the dead-letter script). Its thread
@@ -76,63 +78,13 @@
 #include <utility>
 #include <vector>
 
+#include "client/node_core.h"
 #include "client/reader_core.h"
+#include "client/reader_wire.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
 
 namespace rsc::client {
-
-struct ReaderRedisStats {
-  int64_t commands = 0;           // reader commands written to a command connection
-  int64_t live_reads = 0;         // blocking `XREADGROUP ... >` commands actually sent
-  int64_t live_read_streams = 0;  // sum of the streams named by them
-  int64_t polls = 0;              // non-blocking `XREADGROUP ... >` commands sent (polling)
-  int64_t unblocks = 0;           // CLIENT UNBLOCKs sent
-  int64_t redirects = 0;          // commands and reads sent again after MOVED or ASK
-  int connections = 0;            // connections currently open (two per node at most)
-  int threads = 0;                // threads running
-  int nodes = 0;                  // nodes (servers or cluster masters) with connections
-  int retired_nodes = 0;          // nodes stopped since: no longer masters (failovers)
-};
-
-// One answer: the token of a command and its reply.
-struct ReaderAnswer {
-  uint64_t token;
-  ReaderReply reply;
-};
-
-// A reader command other than the live read, with its wire args.
-struct NodeCommand {
-  uint64_t token = 0;
-  ReaderCommandKind kind = ReaderCommandKind::kCreateGroup;
-  std::string key;  // the shard stream: routes the command
-  std::vector<std::string> args;
-  bool asking = false;   // send ASKING first (an ASK redirection)
-  int redirects = 0;     // redirections followed so far
-  std::string redirect;  // bounced: the MOVED/ASK reply text
-};
-
-// A reader's live read, queued, in flight, or bounced.
-struct NodeRead {
-  using Clock = std::chrono::steady_clock;
-  uint64_t token = 0;
-  std::string stream;
-  std::string group;
-  std::string consumer_name;
-  int slot = 0;  // the stream's hash slot on a cluster; 0 on one server
-  int count = 0;
-  Clock::time_point deadline;  // queued + block_ms: answered by then at the latest
-  // One server only (ReaderRedis::SingleServer): sent in front of the read in its pipeline,
-  // then cleared; `acked` keeps its count for the read's answer (a read carried over to the
-  // next round does not XACK again).
-  std::vector<std::string> ack_args;
-  std::optional<int64_t> acked;
-  bool check = false;  // XPENDING stream G - + 1 behind the read (ReaderCommand::check_foreign)
-  bool cancelled = false;
-  bool asking = false;
-  int redirects = 0;
-  std::string redirect;
-};
 
 class ReaderNode {
  public:
@@ -146,7 +98,7 @@ class ReaderNode {
     std::function<void()> failed;
   };
 
-  static constexpr size_t kMaxPipeline = 1000;
+  static constexpr size_t kMaxPipeline = NodeCore::kMaxPipeline;
 
   // `redis.command_timeout`: the socket timeout of every command; a blocking read gets its
   // BLOCK on top. `cluster`: combine reads only within a slot, hand redirections to
@@ -175,96 +127,21 @@ class ReaderNode {
   ReaderRedisStats Stats() const;
 
  private:
-  // An entry of the command queue.
-  struct Queued {
-    enum class Type {
-      kCommand,    // a reader command, answered with ParseReaderReply
-      kUnblock,    // CLIENT UNBLOCK of live read `gen`; nobody is answered
-      kAnswerNil,  // nothing to send: answer `command.token` kNil (a cancelled queued read)
-    };
-    Type type = Type::kCommand;
-    NodeCommand command;
-    std::optional<int64_t> acked;  // kAnswerNil: the count of the XACK the read carried
-    std::string refused;           // kAnswerNil: answer kTransport with this instead
-    uint64_t gen = 0;              // kUnblock
-    int attempt = 0;               // kUnblock: retries so far
-  };
-  // One command of a live round: the reads it names.
-  struct Bucket {
-    std::vector<NodeRead> reads;
-    std::vector<std::string> args;
-    bool asking = false;  // sent after ASKING
-    // One server: the XACKs some reads carry, sent in front of the read, and the late-read
-    // checks sent behind it; `*_of`: the index in `reads` of each one's reader.
-    std::vector<redis::Command> acks, checks;
-    std::vector<size_t> acks_of, checks_of;
-  };
-  // The replies of one bucket (nullopt: lost to a transport failure).
-  struct BucketReplies {
-    std::vector<std::optional<redis::Reply>> acks, checks;
-    std::optional<redis::Reply> read;
-  };
-  // What one live round sends: a blocking combined read (one bucket), or a pipeline of polls.
-  struct LiveRound {
-    std::vector<Bucket> buckets;
-    bool blocking = false;
-    std::chrono::milliseconds block{0};
-  };
-
   void RunCommands();
   void RunLive();
   // Sends one pipeline; answers the commands as the replies come in.
-  void ExecuteBatch(std::vector<Queued>& batch);
+  void ExecuteBatch(std::vector<NodeCore::Queued>& batch);
   // Connects the live connection and learns its CLIENT ID if it is not connected.
   bool EnsureLive(std::string* error);
-  // Chooses the reads of the next round (from live_queue_ into live_round_); false: none.
-  bool ChooseRoundLocked();
-  void ChooseBlockingLocked(Clock::time_point now);
-  void ChoosePollsLocked();
-  // Moves the XACKs and checks of the bucket's reads into it (after its reads are chosen).
-  static void AddPipelinedLocked(Bucket& bucket);
-  // A read taken out of the live queue unsent (cancelled, or its block time ran out while it
-  // waited): answered kNil by the command thread, with the count of an XACK an earlier round
-  // sent for it. An XACK it carries that was not sent yet goes alone when `may_ack` (a
-  // drain: the lease still runs), and its reply is the read's answer (no entries), so the
-  // batch it settles is not handled twice; otherwise (an abandon, whose lease may have
-  // ended; a block time that may have been the lease's end) it is dropped and the read
-  // answered kTransport: the batch stays pending (C4 before at-least-once's duplicates).
-  void AnswerUnsentLocked(NodeRead read, bool may_ack);
-  // Sends live_round_ and hands out its answers.
+  // Sends the core's round and hands out its answers.
   void RunRound();
   // Sends the round's commands; false (and `error`) on a transport failure.
-  bool SendRound(std::vector<BucketReplies>& replies, std::string* error);
-  // Before a bucket is answered: its XACKs' counts go into the reads (a failed XACK answers
-  // its reader at once, with the error); after: the answers in `answers` from `first` on get
-  // their XACK's count and their check's result.
-  void ApplyAcksLocked(Bucket& bucket, BucketReplies& replies, const std::string& error,
-                       std::vector<ReaderAnswer>* answers);
-  static void ApplyChecks(const Bucket& bucket, BucketReplies& replies,
-                          std::vector<ReaderAnswer>* answers, size_t first);
-  // Answers of a blocking read that returned `reply` (nullptr: transport failure, `error`);
-  // readers to carry over go to `carry`, redirected ones to `bounced`.
-  void AnswerBlockingLocked(std::vector<NodeRead>& reads, redis::Reply* reply,
-                            const std::string& error, bool timed_out,
-                            std::vector<ReaderAnswer>* answers, std::vector<NodeRead>* carry,
-                            std::vector<NodeRead>* bounced);
-  // Answers of one poll (one bucket); `found`: some reader got entries.
-  void AnswerPollLocked(std::vector<NodeRead>& reads, redis::Reply* reply, const std::string& error,
-                        std::vector<ReaderAnswer>* answers, std::vector<NodeRead>* carry,
-                        std::vector<NodeRead>* bounced, bool* found);
-  // An error reply to a read: redirected (cluster), or kError for the reader it names (kNil
-  // for the others), or kError for all.
-  void AnswerReadErrorLocked(std::vector<NodeRead>& reads, redis::Reply& reply,
-                             std::vector<ReaderAnswer>* answers, std::vector<NodeRead>* bounced);
-  // Queues a CLIENT UNBLOCK for the blocking read in flight, unless one was queued already.
-  void RequestUnblockLocked(std::optional<Clock::time_point> not_before = std::nullopt);
-  void Deliver(std::vector<ReaderAnswer>& answers);
-  void Bounce(std::vector<NodeCommand> commands, std::vector<NodeRead> reads);
-  void Failed();
-  std::chrono::milliseconds PollPauseMaxLocked() const;
+  bool SendRound(const NodeCore::LiveRound& round, std::vector<NodeCore::BucketReplies>& replies,
+                 std::string* error);
+  // Hands an input's output to the owner (outside mu_).
+  void Deliver(NodeCore::Output& out);
 
   const std::chrono::milliseconds command_timeout_;
-  const bool cluster_;
   const Hooks hooks_;
 
   // Each used by its own thread only (plus Interrupt()/Cut() from other threads).
@@ -277,36 +154,15 @@ class ReaderNode {
   std::atomic<bool> halted_{false};
 
   mutable std::mutex mu_;
-  std::condition_variable command_cv_;  // command_queue_, unblock_retry_, stopping_
-  std::condition_variable live_cv_;     // live_queue_, stopping_
+  std::condition_variable command_cv_;  // the core's command work, stopping_
+  std::condition_variable live_cv_;     // the core's live work, stopping_
   bool stopping_ = false;               // guarded by mu_
-  std::deque<Queued> command_queue_;    // guarded by mu_
-  // A CLIENT UNBLOCK that found the read not blocked yet (it was still on its way to the
-  // server), to send again at `at`. Guarded by mu_.
-  std::optional<Queued> unblock_retry_;
-  Clock::time_point unblock_retry_at_;  // guarded by mu_
-  // Live reads not sent yet, oldest first. Guarded by mu_.
-  std::deque<NodeRead> live_queue_;
-  // The round in flight (from choosing its readers until its replies are handled), its
-  // number, and whether a CLIENT UNBLOCK was queued for it. Guarded by mu_, except that the
-  // live thread reads the buckets' args unlocked while it sends them (nobody changes them).
-  LiveRound live_round_;
-  bool live_busy_ = false;
-  Clock::time_point live_sent_at_;  // when the round in flight was chosen
-  uint64_t live_gen_ = 0;
-  bool live_unblock_requested_ = false;
-  bool live_cut_ = false;                  // Cancel(now) cut the round in flight at the socket
-  std::optional<int64_t> live_client_id_;  // guarded by mu_; unset while disconnected
-  // Polling: the pause before the next poll round, and reads queued since the last round
-  // (a returning reader ends the pause). Guarded by mu_.
-  std::chrono::milliseconds poll_pause_{0};
-  Clock::time_point poll_resume_at_;
-  bool arrived_ = false;
-  // (group, consumer name) of the last combined read: another pair goes next. Live thread.
-  std::pair<std::string, std::string> last_pair_;
-  ReaderRedisStats stats_;  // guarded by mu_
+  // Every decision (queues, rounds, unblocks, answers). Guarded by mu_, except that the live
+  // thread reads the round in flight unlocked while it sends it (nobody changes it then).
+  NodeCore core_;
   // Threads between taking work and handing out its answers. Guarded by mu_.
   int active_ = 0;
+  int threads_ = 0;            // guarded by mu_
   bool command_open_ = false;  // guarded by mu_
   bool live_open_ = false;     // guarded by mu_
 
@@ -314,14 +170,5 @@ class ReaderNode {
   std::thread command_thread_;
   std::thread live_thread_;
 };
-
-// The Redis wire form of a single reader command (kReadLive: the one-stream blocking form;
-// the node combines live reads itself).
-std::vector<std::string> ReaderCommandArgs(const ReaderCoreConfig& config,
-                                           const ReaderCommand& command);
-// A reply to `command` as the core reads it: an error reply is kError with its text; a nil
-// reply to a read is kNil; a reply of the wrong shape is kError ("... unexpected reply").
-// Only command.kind is used. Strings are moved out of `reply`.
-ReaderReply ParseReaderReply(const ReaderCommand& command, redis::Reply& reply);
 
 }  // namespace rsc::client
