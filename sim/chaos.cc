@@ -166,32 +166,55 @@ void Simulation::NoteReusedKeys() {
   }
 }
 
-void Simulation::LayoutRollback() {
-  if (phase_ != Phase::kSafety || !layout_before_reshard_) return;
+namespace {
+
+// A layout hash as the store keeps it, decoded.
+Result<StoredLayout> DecodeStored(const std::string& stream, const MemoryStore::Hash& hash) {
   LayoutHashFields f;
   auto field = [&](const char* name) -> std::optional<std::string> {
-    auto it = layout_before_reshard_->fields.find(name);
-    if (it == layout_before_reshard_->fields.end()) return std::nullopt;
+    auto it = hash.fields.find(name);
+    if (it == hash.fields.end()) return std::nullopt;
     return it->second;
   };
   f.layout = field("layout");
   f.revision = field("revision");
   f.schema_version = field("schemaVersion");
-  Result<StoredLayout> before = DecodeLayoutHash(kStream, f);
-  const std::optional<Layout> now = redis_.PeekLayout(kStream);
-  if (!before.ok() || !now || before->layout.Active() == nullptr) return;
+  return DecodeLayoutHash(stream, f);
+}
+
+}  // namespace
+
+void Simulation::LayoutRollback() {
+  if (phase_ != Phase::kSafety || !layout_before_reshard_) return;
+  Result<StoredLayout> before = DecodeStored(kStream, *layout_before_reshard_);
+  const std::optional<MemoryStore::Hash> current = redis_.LayoutHash(kStream);
+  if (!before.ok() || !current || before->layout.Active() == nullptr) return;
+  Result<StoredLayout> now = DecodeStored(kStream, *current);
+  if (!now.ok()) return;
+  // Only back: a snapshot restore since the hash was saved may have taken the layout to
+  // before it, and putting it "back" then would be a layout from the future of its streams
+  // (a generation the restore unsealed, the layout saying it was read out). No restore by
+  // hand does that, and RS6 is about a layout behind its streams. Found by seed 20266797
+  // (--reshards 2 --coord-workers 1 --pipelined 0), which the NodeCore change (issue 10)
+  // drew: a producer wrote to the unsealed parent while the children were read.
+  if (before->revision.value() >= now->revision.value()) {
+    if (now->layout.generations != before->layout.generations) {
+      world_.probes().Hit("layout_put_back_refused_forward");
+    }
+    return;
+  }
   const int32_t active = before->layout.Active()->generation;
   // Every generation it names is still in the stream and not retired: a retired one's keys
   // become tombstones, whose seals name no successor (that case fails closed, runbook 7e,
   // and is a core and integration test, not a run the simulator can heal from).
   for (const Generation& b : before->layout.generations) {
     bool kept = false;
-    for (const Generation& g : now->generations) {
+    for (const Generation& g : now->layout.generations) {
       kept = kept || (g.generation == b.generation && g.state != GenerationState::kRetired);
     }
     if (!kept) return;
   }
-  if (now->generations == before->layout.generations) return;
+  if (now->layout.generations == before->layout.generations) return;
   redis_.PutLayoutBack(kStream, *layout_before_reshard_);
   world_.Fault("layout_rollback",
                fmt::format("layout hash put back to revision {} (ACTIVE generation {})",

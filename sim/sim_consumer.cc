@@ -26,60 +26,11 @@ client::ConsumerCoreOptions CoreOptions(Services& env, const ConsumerParams& p,
   return o;
 }
 
-bool IsConnError(const StreamReply& r) { return r.error.rfind(kConnError, 0) == 0; }
-
-// A simulated stream entry as the reader core and the handler see it (fields).
-client::ReaderEntry ToEntry(const StreamEntry& e) {
-  client::ReaderEntry out;
-  out.id = e.id.str();
-  if (e.seal >= 0) {  // a seal entry (RS2): its one field, as the coordinator writes it
-    out.fields = {{"rsc-seal", std::to_string(e.seal)}};
-    return out;
-  }
-  if (e.key.empty() && e.seq < 0) {  // trimmed while pending: listed by its id only
-    out.deleted = true;
-    return out;
-  }
-  out.fields = {{"key", e.key}, {"seq", std::to_string(e.seq)}, {"producer", e.producer}};
-  return out;
-}
-
 std::string FieldOf(const StreamFields& fields, std::string_view name) {
   for (const auto& [f, v] : fields) {
     if (f == name) return v;
   }
   return {};
-}
-
-StreamId ParseId(const std::string& id) {
-  if (id == "0") return StreamId{};
-  std::optional<StreamId> parsed = StreamId::Parse(id);
-  RSC_CHECK(parsed.has_value());
-  return *parsed;
-}
-
-std::vector<StreamId> ParseIds(const std::vector<std::string>& ids) {
-  std::vector<StreamId> out;
-  out.reserve(ids.size());
-  for (const std::string& id : ids) out.push_back(ParseId(id));
-  return out;
-}
-
-// The simulated Redis's reply to a reader command, as the library's Redis port parses it.
-client::ReaderReply ToReply(const StreamReply& r) {
-  using Kind = client::ReaderReply::Kind;
-  if (!r.ok())
-    return client::ReaderReply::Error(IsConnError(r) ? Kind::kTransport : Kind::kError, r.error);
-  client::ReaderReply out;
-  for (const StreamEntry& e : r.entries) out.entries.push_back(ToEntry(e));
-  out.cursor = r.cursor.str();
-  out.count = r.count;
-  if (!r.ids.empty()) out.count = static_cast<int64_t>(r.ids.size());
-  for (const PendingRow& row : r.pending) {
-    out.ids.push_back(row.id.str());
-    if (!out.lowest_owner) out.lowest_owner = row.consumer;
-  }
-  return out;
 }
 
 }  // namespace
@@ -104,7 +55,11 @@ SimConsumer::SimConsumer(Services& env, const ConsumerParams& params, ConsumerSl
       member_(fmt::format("c{}-{}", slot.index, slot.incarnations)),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
       runtime_(RuntimeOptions(params, member_), CoreOptions(env, params, slot, member_), this,
-               &stats_) {}
+               &stats_),
+      node_(env, slot.node,
+            [this](std::vector<client::ReaderAnswer>& answers) { OnReaderAnswers(answers); }) {
+  node_.set_skip_takeover(env.world().mutant().SkipsTakeover());
+}
 
 TimeMs SimConsumer::LocalNow() const { return env_.world().now() + offset_; }
 
@@ -135,6 +90,7 @@ void SimConsumer::Crash(const std::string& why) {
   if (dead_) return;
   dead_ = true;
   env_.redis().DropBlockedReadsOf(member_);  // its connections close with it
+  node_.Stop();  // and a read still on its way finds its connection closed
   HistEvent e = Event(HistKind::kCrash);
   e.detail = why;
   env_.world().Emit(std::move(e));
@@ -170,6 +126,7 @@ void SimConsumer::AfterInput() {
     // Left (or gave up) and every reader finished: running handlers and commands were
     // waited for, as Stop() joins them.
     dead_ = true;
+    node_.Stop();  // its connections close
     env_.world().Emit(Event(HistKind::kStop));
     return;
   }
@@ -278,6 +235,9 @@ void SimConsumer::ReaderStopping(uint64_t reader, bool abandon, client::AbandonC
   const std::optional<client::ReaderInfo> r = runtime_.Reader(reader);
   if (!r) return;
   ReaderPort& port = ports_[reader];
+  // As consumer.cc: an abandoned reader's blocked read is cut at the socket, a drained one's
+  // cut short by an unblock.
+  node_.Cancel(reader, abandon);
   if (abandon) {
     // When its grant ended, in global time now (a later clock jump must not move it): its
     // shard's lease, or without one the member's last lease, never later than now.
@@ -304,122 +264,40 @@ void SimConsumer::ReaderStopping(uint64_t reader, bool abandon, client::AbandonC
 
 void SimConsumer::Redis(uint64_t reader, const client::ReaderCoreConfig& config,
                         const client::ReaderCommand& command) {
-  using client::ReaderCommandKind;
-  const std::string stream = config.stream;
-  const std::string group = config.group;
-  const std::string consumer = config.consumer_name;
-  RedisExec exec;
-  switch (command.kind) {
-    case ReaderCommandKind::kCreateGroup:
-      exec = [stream, group, mk = config.create_key](SimRedis& redis,
-                                                     std::function<void(StreamReply)> done) {
-        done(redis.Stream([&](Streams& s) { return XGroupCreate(s, stream, group, mk); }));
-      };
-      break;
-    case ReaderCommandKind::kAutoClaim: {
-      const StreamId cursor = ParseId(command.cursor);
-      const int count = command.count;
-      const bool skip = env_.world().mutant().SkipsTakeover();  // MUTANT c7_skip_takeover
-      exec = [stream, group, consumer, cursor, count, skip](SimRedis& redis,
-                                                            std::function<void(StreamReply)> done) {
-        done(redis.Stream([&](Streams& s) {
-          if (skip) return StreamOp{};  // an empty last page: nothing claimed
-          return XAutoClaim(s, stream, group, consumer, cursor, count);
-        }));
-      };
-      break;
+  ReaderPort& port = ports_[reader];
+  port.kind = command.kind;
+  port.checks = command.kind == client::ReaderCommandKind::kCheckForeign ||
+                (command.kind == client::ReaderCommandKind::kReadLive && command.check_foreign);
+  node_.Submit(reader, config, command);
+}
+
+void SimConsumer::OnReaderAnswers(std::vector<client::ReaderAnswer>& answers) {
+  for (client::ReaderAnswer& a : answers) {
+    if (dead_) return;
+    const std::optional<client::ReaderInfo> r = runtime_.Reader(a.token);
+    if (!r) continue;
+    const ReaderPort& port = ports_[a.token];
+    World& w = env_.world();
+    if (port.kind == client::ReaderCommandKind::kAutoClaim && a.reply.ok() && a.reply.count > 0) {
+      w.probes().Hit("takeover_claimed_pending");
     }
-    case ReaderCommandKind::kReadPending: {
-      const StreamId after = ParseId(command.cursor);
-      const int count = command.count;
-      exec = [stream, group, consumer, count, after](SimRedis& redis,
-                                                     std::function<void(StreamReply)> done) {
-        done(redis.Stream([&](Streams& s) {
-          return XReadGroupPending(s, stream, group, consumer, after, count);
-        }));
-      };
-      break;
+    const bool checked =
+        port.kind == client::ReaderCommandKind::kCheckForeign ? a.reply.ok() : a.reply.checked;
+    if (port.checks && checked && a.reply.lowest_owner && *a.reply.lowest_owner != member_ &&
+        !r->abandoned) {
+      w.probes().Hit("late_read_reclaimed");
     }
-    case ReaderCommandKind::kReadLive: {
-      const int count = command.count;
-      const TimeMs block = command.block_ms;
-      // PipelinesLiveReads: an XACK in front and a check behind, in one pipeline. Redis runs
-      // a client's pipeline in order: the XACK at once, the check as soon as the read is
-      // answered (after its block, if it waited).
-      const std::vector<StreamId> acks = ParseIds(command.ids);
-      const bool check = command.check_foreign;
-      exec = [stream, group, consumer, count, block, acks, check](
-                 SimRedis& redis, std::function<void(StreamReply)> done) {
-        std::optional<StreamReply> acked;
-        if (!acks.empty()) {
-          acked = redis.Stream([&](Streams& s) { return XAck(s, stream, group, acks); });
-        }
-        redis.XReadGroupBlock(
-            stream, group, consumer, count, block,
-            [&redis, stream, group, check, acked, done = std::move(done)](StreamReply read) {
-              if (acked && !acked->ok()) {  // the entries read stay pending: read again
-                done(*acked);
-                return;
-              }
-              if (acked) read.count = acked->count;
-              if (check && read.ok()) {
-                StreamReply pending =
-                    redis.Stream([&](Streams& s) { return XPending(s, stream, group, 1); });
-                if (!pending.ok()) {
-                  done(std::move(pending));
-                  return;
-                }
-                read.pending = std::move(pending.pending);
-              }
-              done(std::move(read));
-            });
-      };
-      break;
+    if (port.kind == client::ReaderCommandKind::kReadLive && a.reply.checked &&
+        !a.reply.entries.empty()) {
+      w.probes().Hit("pipelined_read_checked");
     }
-    case ReaderCommandKind::kCheckForeign:
-      exec = [stream, group](SimRedis& redis, std::function<void(StreamReply)> done) {
-        done(redis.Stream([&](Streams& s) { return XPending(s, stream, group, 1); }));
-      };
-      break;
-    case ReaderCommandKind::kAck: {
-      const std::vector<StreamId> ids = ParseIds(command.ids);
-      exec = [stream, group, ids](SimRedis& redis, std::function<void(StreamReply)> done) {
-        done(redis.Stream([&](Streams& s) { return XAck(s, stream, group, ids); }));
-      };
-      break;
-    }
-    case ReaderCommandKind::kPendingPage:
-    case ReaderCommandKind::kClaim:
-    case ReaderCommandKind::kDeadLetter:
-      // The simulated Redis knows XAUTOCLAIM and simulated handlers never fail.
-      RSC_CHECK(false && "a reader command the simulated Redis does not model");
-      return;
+    // An entry stranded under our own name (an abandoned reader's cut read served before
+    // the close reached Redis) found by the check and read again (reader_core.cc).
+    const bool own = port.checks && checked && a.reply.lowest_owner == member_;
+    const int64_t claims = stats_.foreign_claims.load();
+    runtime_.OnRedisReply(a.token, std::move(a.reply));
+    if (own && stats_.foreign_claims.load() > claims) w.probes().Hit("own_late_read_reclaimed");
   }
-  const ReaderCommandKind kind = command.kind;
-  const bool checked = command.check_foreign;
-  env_.SendRedis(slot_.node, ports_[reader].conn_epoch, std::move(exec),
-                 [this, reader, kind, checked](const StreamReply& reply) {
-                   if (dead_) return;
-                   const std::optional<client::ReaderInfo> r = runtime_.Reader(reader);
-                   if (!r) return;
-                   if (IsConnError(reply)) ports_[reader].conn_epoch = 0;  // reconnect next time
-                   World& w = env_.world();
-                   if (kind == client::ReaderCommandKind::kAutoClaim && !reply.ids.empty()) {
-                     w.probes().Hit("takeover_claimed_pending");
-                   }
-                   const bool check = kind == client::ReaderCommandKind::kCheckForeign ||
-                                      (kind == client::ReaderCommandKind::kReadLive && checked);
-                   if (check && reply.ok() && !reply.pending.empty() &&
-                       reply.pending.front().consumer != member_ && !r->abandoned) {
-                     w.probes().Hit("late_read_reclaimed");
-                   }
-                   client::ReaderReply answer = ToReply(reply);
-                   if (kind == client::ReaderCommandKind::kReadLive && checked && answer.ok()) {
-                     answer.checked = true;
-                     if (!answer.entries.empty()) w.probes().Hit("pipelined_read_checked");
-                   }
-                   runtime_.OnRedisReply(reader, std::move(answer));
-                 });
 }
 
 void SimConsumer::Handle(uint64_t reader, Message message) {

@@ -32,6 +32,7 @@
 #include "client/consumer_runtime.h"
 #include "rsc/version_store.h"
 #include "sim/services.h"
+#include "sim/sim_reader_node.h"
 
 namespace rsc::sim {
 
@@ -101,7 +102,8 @@ class SimConsumer : public client::ConsumerPorts {
  private:
   // What the simulated ports keep per reader (the runtime keeps the reader itself).
   struct ReaderPort {
-    uint64_t conn_epoch = 0;
+    client::ReaderCommandKind kind = client::ReaderCommandKind::kCreateGroup;  // the last sent
+    bool checks = false;  // it carries the late-read check
     bool handler_running = false;
     TimeMs hang_until = 0;       // the running handler call returns no earlier than this (global)
     bool hang_in_drain = false;  // BUGGIFY consumer.stuck_drain: the drain's next call hangs
@@ -112,6 +114,7 @@ class SimConsumer : public client::ConsumerPorts {
     int jumps_at_abandon = 0;
   };
 
+  void OnReaderAnswers(std::vector<client::ReaderAnswer>& answers);
   TimeMs LocalNow() const;
   int Endpoint(int index) const;
   int64_t GlobalUs(TimeMs local) const { return (local - offset_) * 1000; }
@@ -130,6 +133,7 @@ class SimConsumer : public client::ConsumerPorts {
   TimeMs offset_;  // local monotonic = global + offset_ (only grows)
   client::DeliveryStats stats_;
   client::ConsumerRuntime runtime_;
+  SimReaderNode node_;  // the reader connections: the library's NodeCore over simulated Redis
   bool dead_ = false;
   std::set<uint64_t> http_in_flight_;
   int clock_jumps_ = 0;

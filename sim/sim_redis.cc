@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
@@ -421,28 +422,62 @@ Result<GroupProgress> SimRedis::Progress(const std::string& stream, const std::s
   return p;
 }
 
-void SimRedis::XReadGroupBlock(const std::string& stream, const std::string& group,
+SimRedis::MultiRead SimRedis::ReadNew(const std::vector<std::string>& streams,
+                                      const std::string& group, const std::string& consumer,
+                                      int count) {
+  MultiRead out;
+  // Redis checks every key and its group before it serves any (t_stream.c, xreadCommand).
+  for (const std::string& stream : streams) {
+    auto it = primary_streams_.find(stream);
+    if (it == primary_streams_.end() || !it->second.groups.count(group)) {
+      out.error =
+          Stream([&](Streams& s) { return XReadGroupNew(s, stream, group, consumer, 1); }).error;
+      return out;
+    }
+  }
+  for (const std::string& stream : streams) {
+    StreamReply r =
+        Stream([&](Streams& s) { return XReadGroupNew(s, stream, group, consumer, count); });
+    if (!r.entries.empty()) out.streams.emplace_back(stream, std::move(r.entries));
+  }
+  return out;
+}
+
+void SimRedis::XReadGroupMulti(const std::vector<std::string>& streams, const std::string& group,
                                const std::string& consumer, int count, TimeMs block_ms,
-                               std::function<void(StreamReply)> done) {
-  StreamReply r =
-      Stream([&](Streams& s) { return XReadGroupNew(s, stream, group, consumer, count); });
-  if (!r.ok() || !r.entries.empty() || block_ms <= 0) {
+                               int64_t client_id, std::function<void(MultiRead)> done) {
+  MultiRead r = ReadNew(streams, group, consumer, count);
+  if (!r.error.empty() || !r.streams.empty() || block_ms < 0) {
     done(std::move(r));
     return;
   }
   const uint64_t id = next_waiter_++;
-  waiters_.push_back(Waiter{id, stream, group, consumer, count, std::move(done)});
+  waiters_.push_back(Waiter{id, streams, group, consumer, count, client_id, std::move(done)});
   const uint64_t epoch = epoch_;
   world_.After(block_ms, [this, id, epoch] {
     if (epoch != epoch_) return;  // already failed by the rollback
-    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-      if (it->id != id) continue;
-      auto done = std::move(it->done);
-      waiters_.erase(it);
-      done(StreamReply{});  // BLOCK timed out: nil
-      return;
-    }
+    auto it =
+        std::find_if(waiters_.begin(), waiters_.end(), [&](const Waiter& w) { return w.id == id; });
+    if (it != waiters_.end()) Release(it, MultiRead{});  // BLOCK timed out: nil
   });
+}
+
+void SimRedis::Release(std::vector<Waiter>::iterator it, MultiRead reply) {
+  auto done = std::move(it->done);
+  waiters_.erase(it);
+  done(std::move(reply));
+}
+
+int64_t SimRedis::ClientUnblock(int64_t client_id) {
+  auto it = std::find_if(waiters_.begin(), waiters_.end(),
+                         [&](const Waiter& w) { return w.client_id == client_id; });
+  if (it == waiters_.end()) return 0;
+  Release(it, MultiRead{});  // TIMEOUT: answered as if the block time ran out
+  return 1;
+}
+
+void SimRedis::DropBlockedClient(int64_t client_id) {
+  std::erase_if(waiters_, [&](const Waiter& w) { return w.client_id == client_id; });
 }
 
 void SimRedis::DropBlockedReadsOf(const std::string& consumer) {
@@ -454,19 +489,16 @@ void SimRedis::DropBlockedReadsOf(const std::string& consumer) {
 void SimRedis::ServeWaiters(const std::string& stream) {
   for (size_t i = 0; i < waiters_.size();) {
     Waiter& w = waiters_[i];
-    if (w.stream != stream) {
+    if (std::find(w.streams.begin(), w.streams.end(), stream) == w.streams.end()) {
       ++i;
       continue;
     }
-    StreamReply r = Stream(
-        [&](Streams& s) { return XReadGroupNew(s, w.stream, w.group, w.consumer, w.count); });
-    if (r.ok() && r.entries.empty()) {
+    MultiRead r = ReadNew(w.streams, w.group, w.consumer, w.count);
+    if (r.error.empty() && r.streams.empty()) {
       ++i;
       continue;
     }
-    auto done = std::move(w.done);
-    waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(i));
-    done(std::move(r));
+    Release(waiters_.begin() + static_cast<std::ptrdiff_t>(i), std::move(r));
   }
 }
 
@@ -492,8 +524,8 @@ std::vector<LostEntry> SimRedis::Rollback(const Dataset& to, TimeMs down_ms) {
   std::vector<Waiter> waiters;
   waiters.swap(waiters_);
   for (Waiter& w : waiters) {
-    StreamReply r;
-    r.error = "connection reset (failover)";
+    MultiRead r;
+    r.reset = true;
     w.done(std::move(r));
   }
   return lost;

@@ -109,11 +109,28 @@ class SimRedis {
   std::vector<StreamTop> Tops(const std::vector<std::string>& streams);
   Result<GroupProgress> Progress(const std::string& stream, const std::string& group);
   Result<bool> TrimSealed(const std::string& stream);
-  // XREADGROUP … BLOCK: answers at once when entries (or an error) are there, else when an
-  // entry is added or `block_ms` passes (an empty reply), or with an error on failover.
-  void XReadGroupBlock(const std::string& stream, const std::string& group,
-                       const std::string& consumer, int count, TimeMs block_ms,
-                       std::function<void(StreamReply)> done);
+  // XREADGROUP GROUP g c COUNT n [BLOCK ms] STREAMS s1 … sn > … >, as Redis 7 runs it: a
+  // stream lacking the key or the group fails the whole command (NOGROUP naming the first
+  // such stream) before anything is read; otherwise each stream's new entries, streams
+  // without any left out. With nothing to read and `block_ms` ≥ 0 (0 is Redis's "forever",
+  // never sent here) the client waits until an entry is added to one of the streams, the
+  // block time passes or CLIENT UNBLOCK names `client_id` (both: nil, no streams), or a
+  // failover or restart resets the connection (MultiRead::reset).
+  struct MultiRead {
+    std::string error;  // a NOGROUP
+    bool reset = false;
+    std::vector<std::pair<std::string, std::vector<StreamEntry>>> streams;
+  };
+  void XReadGroupMulti(const std::vector<std::string>& streams, const std::string& group,
+                       const std::string& consumer, int count, TimeMs block_ms, int64_t client_id,
+                       std::function<void(MultiRead)> done);
+  // CLIENT ID for a new connection.
+  int64_t NewClientId() { return next_client_id_++; }
+  // CLIENT UNBLOCK <id> TIMEOUT: 1 when that client's blocked read was answered nil, 0 when
+  // it was not blocked.
+  int64_t ClientUnblock(int64_t client_id);
+  // The client's connection closed: its blocked read, if any, is freed unserved.
+  void DropBlockedClient(int64_t client_id);
   const Streams& streams() const { return primary_streams_; }
   // A client process died: its connections closed, so Redis frees its blocked reads
   // (unserved, no reply: nobody is there to get one). Without this a dead consumer's
@@ -171,9 +188,11 @@ class SimRedis {
   };
   struct Waiter {
     uint64_t id;
-    std::string stream, group, consumer;
+    std::vector<std::string> streams;
+    std::string group, consumer;
     int count;
-    std::function<void(StreamReply)> done;
+    int64_t client_id;
+    std::function<void(MultiRead)> done;
   };
 
   Status Up() const;
@@ -183,6 +202,11 @@ class SimRedis {
   void Replicate(std::function<void(Dataset&)> fn);
   std::vector<LostEntry> Rollback(const Dataset& to, TimeMs down_ms);
   void ServeWaiters(const std::string& stream);
+  // The new entries of `streams` for one read (nullopt: a stream lacks its group, `error`).
+  MultiRead ReadNew(const std::vector<std::string>& streams, const std::string& group,
+                    const std::string& consumer, int count);
+  // Answers and removes the waiter at `it`.
+  void Release(std::vector<Waiter>::iterator it, MultiRead reply);
   void CheckExpiredSection(const GroupKey& key);
 
   World& world_;
@@ -211,6 +235,7 @@ class SimRedis {
   bool drop_next_lock_ = false;
   std::function<void(const std::string&)> on_lock_lost_;
   uint64_t next_waiter_ = 1;
+  int64_t next_client_id_ = 1;
 };
 
 // The shard of a stream key "{P:s}" (-1 if it is not one).

@@ -47,6 +47,34 @@ const redis::Command kAsking{"ASKING"};
 
 }  // namespace
 
+NodeRead MakeNodeRead(uint64_t token, const ReaderCoreConfig& config, const ReaderCommand& command,
+                      int slot, std::chrono::steady_clock::time_point now) {
+  NodeRead read;
+  read.token = token;
+  read.stream = config.stream;
+  read.group = config.group;
+  read.consumer_name = config.consumer_name;
+  read.slot = slot;
+  read.count = command.count;
+  read.deadline = now + milliseconds(std::max<TimeMs>(1, command.block_ms));
+  if (!command.ids.empty()) {
+    read.ack_args = {"XACK", config.stream, config.group};
+    read.ack_args.insert(read.ack_args.end(), command.ids.begin(), command.ids.end());
+  }
+  read.check = command.check_foreign;
+  return read;
+}
+
+NodeCommand MakeNodeCommand(uint64_t token, const ReaderCoreConfig& config,
+                            const ReaderCommand& command) {
+  NodeCommand cmd;
+  cmd.token = token;
+  cmd.kind = command.kind;
+  cmd.key = config.stream;
+  cmd.args = ReaderCommandArgs(config, command);
+  return cmd;
+}
+
 bool NodeCore::Enqueue(std::vector<NodeRead> reads, TimePoint now) {
   if (reads.empty()) return false;
   live_queue_.insert(live_queue_.end(), std::make_move_iterator(reads.begin()),
@@ -512,6 +540,7 @@ void NodeCore::ApplyChecks(const Bucket& bucket, BucketReplies& replies,
       continue;
     }
     a.reply.lowest_owner = std::move(check.lowest_owner);
+    a.reply.lowest_id = std::move(check.lowest_id);
     a.reply.checked = true;
   }
 }

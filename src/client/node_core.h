@@ -88,6 +88,15 @@ struct NodeRead {
   std::string redirect;
 };
 
+// A reader's command as a node takes it (ReaderRedis::Submit; the simulator's port): the live
+// read with its deadline `now + block_ms` and, when `pipelined` (one server), the XACK of
+// command.ids in front of it; any other command with its wire args (command.entry need only
+// be valid during the call). `slot`: the stream's hash slot on a cluster, else 0.
+NodeRead MakeNodeRead(uint64_t token, const ReaderCoreConfig& config, const ReaderCommand& command,
+                      int slot, std::chrono::steady_clock::time_point now);
+NodeCommand MakeNodeCommand(uint64_t token, const ReaderCoreConfig& config,
+                            const ReaderCommand& command);
+
 class NodeCore {
  public:
   using Clock = std::chrono::steady_clock;

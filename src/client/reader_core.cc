@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <utility>
 
 #include "core/stream_admin.h"
 
@@ -26,6 +27,21 @@ std::optional<std::string> NextId(const std::string& id) {
 }
 
 ReaderAction Idle() { return ReaderAction{}; }
+
+// Stream ids in Redis's order: (ms, seq), both unsigned 64-bit. nullopt: not an id.
+std::optional<std::pair<uint64_t, uint64_t>> IdKey(const std::string& id) {
+  const size_t dash = id.find('-');
+  if (dash == std::string::npos) return std::nullopt;
+  uint64_t ms = 0;
+  uint64_t seq = 0;
+  auto [p1, e1] = std::from_chars(id.data(), id.data() + dash, ms);
+  auto [p2, e2] = std::from_chars(id.data() + dash + 1, id.data() + id.size(), seq);
+  if (e1 != std::errc() || e2 != std::errc() || p1 != id.data() + dash ||
+      p2 != id.data() + id.size()) {
+    return std::nullopt;
+  }
+  return std::make_pair(ms, seq);
+}
 
 }  // namespace
 
@@ -226,7 +242,7 @@ void ReaderCore::OnForeignReply(const ReaderReply& reply) {
     return;
   }
   last_foreign_check_ = context_->NowMs();
-  if (LateReadFound(reply.lowest_owner)) {
+  if (LateReadFound(reply)) {
     // Claim them (with this batch, which is ours already) and read our pending list again
     // from the start: everything is then handled in stream order.
     stats_->foreign_claims.fetch_add(1);
@@ -239,10 +255,21 @@ void ReaderCore::OnForeignReply(const ReaderReply& reply) {
   batch_active_ = true;
 }
 
-bool ReaderCore::LateReadFound(const std::optional<std::string>& lowest_owner) const {
+bool ReaderCore::LateReadFound(const ReaderReply& check) const {
   // Our own pending list holds only the batch just read (every earlier batch was XACKed or
-  // sent us back to the pending stage), so the lowest pending entry of the group tells.
-  return lowest_owner.has_value() && *lowest_owner != config_.consumer_name;
+  // sent us back to the pending stage), so the lowest pending entry of the group tells:
+  // * another consumer name's: a previous owner's late read;
+  // * our own, below the batch (or with no batch): an earlier reader of this process under
+  //   the same name read it after our takeover — its blocked read was cut at the socket for
+  //   an abandon, and Redis served it before the close reached it (the reply went nowhere).
+  //   An id that does not parse counts as below: read again, never skipped.
+  if (!check.lowest_owner) return false;
+  if (*check.lowest_owner != config_.consumer_name) return true;
+  if (!check.lowest_id) return false;
+  if (batch_.empty()) return true;
+  const auto lowest = IdKey(*check.lowest_id);
+  const auto first = IdKey(batch_.front().id);
+  return !lowest || !first || *lowest < *first;
 }
 
 void ReaderCore::OnAckReply(const ReaderReply& reply) {

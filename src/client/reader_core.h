@@ -183,6 +183,7 @@ struct ReaderReply {
   std::vector<ReaderEntry> entries;         // kReadPending, kReadLive
   std::optional<std::string> lowest_owner;  // kCheckForeign: owner of the lowest pending
                                             // entry of the group (none: nothing pending)
+  std::optional<std::string> lowest_id;     // kCheckForeign: that entry's id
   bool checked = false;  // kReadLive with check_foreign: lowest_owner holds its answer
   // kReadLive with ids or check_foreign: an error of any of its commands makes the whole
   // reply kError (or kTransport), and its entries are dropped: they stay pending for us.
@@ -266,7 +267,8 @@ class ReaderCore {
   std::optional<ReaderAction> Process();
   ReaderAction Sleep(TimeMs ms);
   ReaderAction Finish(bool drained);
-  bool LateReadFound(const std::optional<std::string>& lowest_owner) const;
+  // The late-read check's answer finds entries read behind our back (reader_core.cc).
+  bool LateReadFound(const ReaderReply& check) const;
   void OnClaimReply(const ReaderReply& reply);
   void OnReadReply(ReaderReply& reply, bool live);
   void OnForeignReply(const ReaderReply& reply);

@@ -73,27 +73,9 @@ void ReaderRedis::Submit(uint64_t token, const ReaderCoreConfig& config,
                          const ReaderCommand& command) {
   Item item;
   if (command.kind == ReaderCommandKind::kReadLive) {
-    NodeRead read;
-    read.token = token;
-    read.stream = config.stream;
-    read.group = config.group;
-    read.consumer_name = config.consumer_name;
-    read.slot = redis::KeySlot(config.stream);
-    read.count = command.count;
-    read.deadline = Clock::now() + milliseconds(std::max<TimeMs>(1, command.block_ms));
-    if (!command.ids.empty()) {
-      read.ack_args = {"XACK", config.stream, config.group};
-      read.ack_args.insert(read.ack_args.end(), command.ids.begin(), command.ids.end());
-    }
-    read.check = command.check_foreign;
-    item = std::move(read);
+    item = MakeNodeRead(token, config, command, redis::KeySlot(config.stream), Clock::now());
   } else {
-    NodeCommand cmd;
-    cmd.token = token;
-    cmd.kind = command.kind;
-    cmd.key = config.stream;
-    cmd.args = ReaderCommandArgs(config, command);  // command.entry is valid only now
-    item = std::move(cmd);
+    item = MakeNodeCommand(token, config, command);  // command.entry is valid only now
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return;

@@ -120,7 +120,10 @@ ReaderReply Parse(const ReaderCommand& cmd, Reply& r) {
       for (Reply& e : r.elements) {
         if (!e.IsArray() || e.elements.size() < 2) continue;
         out.ids.push_back(std::move(e.elements[0].str));
-        if (!out.lowest_owner) out.lowest_owner = e.elements[1].str;
+        if (!out.lowest_owner) {
+          out.lowest_owner = e.elements[1].str;
+          out.lowest_id = out.ids.back();
+        }
       }
       return out;
     case ReaderCommandKind::kClaim:

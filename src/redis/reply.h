@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace rsc::redis {
@@ -33,6 +34,16 @@ struct Reply {
   }
   // Short human form for messages and test failures ("(error) ...", "[1, "x", nil]").
   std::string DebugString() const;
+
+  // Replies built by hand: the simulator's Redis (sim/wire_redis.cc) and tests.
+  static Reply Nil() { return Reply{}; }
+  static Reply Bulk(std::string s) { return Reply{Type::kString, std::move(s), 0, {}}; }
+  static Reply Status(std::string s) { return Reply{Type::kStatus, std::move(s), 0, {}}; }
+  static Reply Error(std::string s) { return Reply{Type::kError, std::move(s), 0, {}}; }
+  static Reply Integer(int64_t n) { return Reply{Type::kInteger, {}, n, {}}; }
+  static Reply Array(std::vector<Reply> elements = {}) {
+    return Reply{Type::kArray, {}, 0, std::move(elements)};
+  }
 };
 
 }  // namespace rsc::redis

@@ -29,31 +29,11 @@ NodeRead Read(uint64_t token, const std::string& stream, TimePoint deadline, int
   return r;
 }
 
-Reply Nil() { return Reply{}; }
-Reply Str(std::string s) {
-  Reply r;
-  r.type = Reply::Type::kString;
-  r.str = std::move(s);
-  return r;
-}
-Reply Int(int64_t n) {
-  Reply r;
-  r.type = Reply::Type::kInteger;
-  r.integer = n;
-  return r;
-}
-Reply Err(std::string s) {
-  Reply r;
-  r.type = Reply::Type::kError;
-  r.str = std::move(s);
-  return r;
-}
-Reply Arr(std::vector<Reply> e) {
-  Reply r;
-  r.type = Reply::Type::kArray;
-  r.elements = std::move(e);
-  return r;
-}
+Reply Nil() { return Reply::Nil(); }
+Reply Str(std::string s) { return Reply::Bulk(std::move(s)); }
+Reply Int(int64_t n) { return Reply::Integer(n); }
+Reply Err(std::string s) { return Reply::Error(std::move(s)); }
+Reply Arr(std::vector<Reply> e) { return Reply::Array(std::move(e)); }
 // One stream of an XREADGROUP reply with entries `ids` (one field each).
 Reply StreamOf(const std::string& stream, const std::vector<std::string>& ids) {
   std::vector<Reply> entries;

@@ -221,6 +221,47 @@ TEST_F(ReaderCoreTest, NewEntriesWaitForTheLateReadCheck) {
       << "the reclaimed entry first";
 }
 
+// An earlier reader of this process (the same consumer name) was abandoned with its blocked
+// read cut at the socket; Redis served that read an entry before the close reached it, after
+// this reader's takeover. The entry is pending under our own name, below the batch: it is
+// read again from the pending list first, not skipped (S4 per-key order).
+TEST_F(ReaderCoreTest, OurOwnEntryBelowTheBatchIsALateReadToo) {
+  ToLive();
+  ExpectCommand(Cmd::kReadLive);
+  core_.OnReply(Entries({"100-0", "101-0"}));
+  ExpectCommand(Cmd::kCheckForeign);
+  ReaderReply own = Lowest("me");
+  own.lowest_id = "99-0";  // below as numbers (not as text)
+  core_.OnReply(own);
+  EXPECT_EQ(stats_.foreign_claims.load(), 1);
+  ExpectCommand(Cmd::kCreateGroup);
+}
+
+TEST_F(ReaderCoreTest, OurOwnEntryAtTheBatchIsTheBatch) {
+  ToLive();
+  ExpectCommand(Cmd::kReadLive);
+  core_.OnReply(Entries({"10-0", "11-0"}));
+  ExpectCommand(Cmd::kCheckForeign);
+  ReaderReply own = Lowest("me");
+  own.lowest_id = "10-0";
+  core_.OnReply(own);
+  EXPECT_EQ(stats_.foreign_claims.load(), 0);
+  ExpectDeliver("10-0");
+}
+
+TEST_F(ReaderCoreTest, AnIdleCheckFindingOurOwnEntryReadsItAgain) {
+  ToLive();
+  ExpectCommand(Cmd::kReadLive);
+  ctx_.now += ReaderCore::kIdleForeignCheckMs;
+  core_.OnReply(ReaderReply{.kind = ReaderReply::Kind::kNil});
+  ExpectCommand(Cmd::kCheckForeign);
+  ReaderReply own = Lowest("me");
+  own.lowest_id = "100-0";  // nothing of ours is pending between batches
+  core_.OnReply(own);
+  EXPECT_EQ(stats_.foreign_claims.load(), 1);
+  ExpectCommand(Cmd::kCreateGroup);
+}
+
 TEST_F(ReaderCoreTest, AnIdleShardChecksForLateReadsNowAndThen) {
   ToLive();
   ExpectCommand(Cmd::kReadLive);
