@@ -72,23 +72,34 @@ void SimReaderNode::Submit(uint64_t token, const client::ReaderCoreConfig& confi
 
 void SimReaderNode::Cancel(uint64_t token, bool now) {
   if (stopped_) return;
-  // Several abandons of one input (a clock jump) may each ask to cut the same round: the
-  // socket is cut, and the round answered, once.
-  if (core_.Cancel(token, now) && !(round_closing_ && *round_closing_)) {
-    env_.world().probes().Hit("live_read_cut");
+  if (core_.Cancel(token, now)) {
     // ReaderNode cuts the live socket: its blocked receive fails at once, and Redis frees the
     // blocked read when the close reaches it (entries it serves before then are lost with the
-    // reply, pending for this consumer).
-    ++live_seq_;
-    if (round_closing_) *round_closing_ = true;
-    const int64_t id = client_id_;
-    World& w = env_.world();
-    w.After(env_.net().RedisLatency(), [this, id] { env_.redis().DropBlockedClient(id); });
-    w.After(0, [this] {
-      if (!stopped_) OnRoundDone(nullptr, "connection cut (the reader was abandoned)");
-    });
+    // reply, pending for this consumer). `close_after`: the close's way to Redis.
+    const TimeMs close_after = env_.net().RedisLatency();
+    if (!live_busy_) {
+      // Asked while SendRound hands out what PrepareRound answered: the round is chosen but
+      // not sent yet. It is cut as soon as it is out.
+      if (!cut_before_send_) cut_before_send_ = close_after;
+    } else if (round_closing_ && !*round_closing_) {
+      // Several abandons of one input (a clock jump) may each ask to cut the same round: the
+      // socket is cut, and the round answered, once.
+      CutRound(close_after);
+    }
   }
   Schedule();
+}
+
+void SimReaderNode::CutRound(TimeMs close_after) {
+  env_.world().probes().Hit("live_read_cut");
+  ++live_seq_;  // the round's own reply, if any, is ignored
+  *round_closing_ = true;
+  const int64_t id = client_id_;
+  World& w = env_.world();
+  w.After(close_after, [this, id] { env_.redis().DropBlockedClient(id); });
+  w.After(0, [this] {
+    if (!stopped_) OnRoundDone(nullptr, "connection cut (the reader was abandoned)");
+  });
 }
 
 void SimReaderNode::Stop() {
@@ -233,6 +244,11 @@ void SimReaderNode::SendRound() {
                    if (stopped_ || seq != live_seq_) return;  // cut: answered already
                    OnRoundDone(r.ok() ? result.get() : nullptr, r.error);
                  });
+  if (cut_before_send_) {
+    const TimeMs close_after = *cut_before_send_;
+    cut_before_send_.reset();
+    CutRound(close_after);
+  }
 }
 
 void SimReaderNode::OnRoundDone(const std::vector<redis::Reply>* replies,
