@@ -451,6 +451,18 @@ TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJud
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
+// reader_core.cc LateReadFound (C7 step 4), the path the simulator opened once it ran the
+// library's NodeCore (issue 10): an abandon cut the live connection while its read was
+// blocked at Redis, Redis served that read an entry before the close arrived, and the
+// process's next reader of the shard (same consumer name) had already taken over; the
+// late-read check finds the entry under our own name below its batch and reads the pending
+// list again. Without that, later entries of the key were delivered first (S4). Unit tests:
+// ReaderCoreTest.OurOwnEntryBelowTheBatchIsALateReadToo and its neighbours. Found by
+// `rsc-sim --minutes 3 --base-seed 20280000`.
+TEST(SimulatorRegression, Seed20280039_AnEntryACutReadTookIsReclaimedUnderOurOwnName) {
+  ExpectPassesReaching(20280039, "own_late_read_reclaimed");
+}
+
 // Found by the Seed20263872 search once the simulator ran the library's NodeCore (issue 10;
 // simulator fault model, S4): a snapshot restore took the layout to before a reshard's seals,
 // and the fault redis.layout_rollback then "put back" the layout saved before the last
