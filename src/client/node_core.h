@@ -218,7 +218,7 @@ class NodeCore {
   void ChoosePolls();
   static void AddPipelined(Bucket& bucket);
   // A read taken out of the live queue unsent (cancelled, or its block time ran out while
-  // it waited): see reader_node.cc.
+  // it waited): see node_core.cc.
   void AnswerUnsent(NodeRead read, bool may_ack);
   void ApplyAcks(Bucket& bucket, BucketReplies& replies, const std::string& error,
                  Output* out) const;

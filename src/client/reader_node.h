@@ -42,7 +42,7 @@
 // * A nil reply at or after the read's BLOCK (a timeout): kNil for all. Everyone is answered
 //   at once, which keeps the readers' reads in step, so they keep sharing one command.
 // * A nil reply before the BLOCK ran out (the node's CLIENT UNBLOCK — or a stale one meant
-//   for an earlier read, see reader_node.cc): cancelled readers and readers whose own block
+//   for an earlier read, see node_core.cc): cancelled readers and readers whose own block
 //   time is up get kNil; the others are not answered but go into the next read with what is
 //   left of their block time. A polled reader without entries is carried over the same way.
 // * An error reply that names one reader's stream ("NOGROUP No such key 's' ..."): kError for
