@@ -116,8 +116,10 @@ bool NodeCore::Cancel(uint64_t token, bool now) {
         if (live_round_.blocking) RequestUnblock(TimePoint::min());
         return false;
       }
+      // One cut per round, and only of a round that is out (see the header).
+      if (live_cut_) return false;
       live_cut_ = true;
-      return true;
+      return live_sent_;
     }
   }
   return false;
@@ -324,6 +326,7 @@ void NodeCore::ChooseRound(TimePoint now) {
   }
   if (live_round_.buckets.empty()) return;
   live_busy_ = true;
+  live_sent_ = false;
   live_sent_at_ = now;
   ++live_gen_;
   live_unblock_requested_ = false;
@@ -545,6 +548,12 @@ void NodeCore::ApplyChecks(const Bucket& bucket, BucketReplies& replies,
   }
 }
 
+bool NodeCore::OnRoundSent() {
+  if (!live_busy_) return false;
+  live_sent_ = true;
+  return live_cut_;
+}
+
 NodeCore::RoundEnd NodeCore::OnRoundReplies(std::vector<BucketReplies>& replies,
                                             const std::string& error, bool timed_out, TimePoint now,
                                             Output* out) {
@@ -552,6 +561,7 @@ NodeCore::RoundEnd NodeCore::OnRoundReplies(std::vector<BucketReplies>& replies,
   LiveRound round = std::move(live_round_);
   live_round_ = LiveRound{};
   live_busy_ = false;
+  live_sent_ = false;
   if (transport_failed) live_client_id_.reset();  // reconnected for the next read
   std::vector<NodeRead> carry;
   bool found = false;

@@ -17,8 +17,8 @@
 //   CommandDue says when there is something to take.
 // * Live connection: OnLiveConnected/OnLiveLost track its CLIENT ID; LiveDue says when to
 //   run PrepareRound (which answers reads whose block time ran out and chooses the next round);
-//   round() is then sent (RoundWire) and its replies go to OnRoundReplies. Only one round is
-//   in flight at a time.
+//   round() is then sent (RoundWire), OnRoundSent once it is out, and its replies go to
+//   OnRoundReplies. Only one round is in flight at a time.
 //
 // Every reader answer, bounce and failure an input produces goes into its Output, which the
 // driver hands to the owner (outside any lock of its own).
@@ -163,7 +163,10 @@ class NodeCore {
   bool Enqueue(std::vector<NodeRead> reads, TimePoint now);
   void Enqueue(NodeCommand command);
   // As ReaderRedis::Cancel. True: the driver must cut the live connection's read at the
-  // socket now (the round's replies then come back lost, and are answered as a cut).
+  // socket now (the round's replies then come back lost, and are answered as a cut). At most
+  // once per round, and only once the round is out (OnRoundSent): before that the socket may
+  // be idle, or replaced by the send's reconnect, and a cut would hit the wrong read. The
+  // driver cuts before any other input reaches the core (ReaderNode: under its mutex).
   bool Cancel(uint64_t token, bool now);
   // Nothing queued or in flight.
   bool Idle() const;
@@ -207,6 +210,9 @@ class NodeCore {
   // The round's wire commands: per bucket its XACKs, ASKING, the read, its checks. `writes`:
   // it holds an XACK.
   static std::vector<const redis::Command*> RoundWire(const LiveRound& round, bool* writes);
+  // The round is written. True: a Cancel(now) came while it was being chosen or written; the
+  // driver cuts the live connection now.
+  bool OnRoundSent();
   // The round's replies (nullopt from a transport failure on: `error`); `timed_out`: the
   // blocking read's reply came when its BLOCK had run out (an earlier nil is an unblock).
   RoundEnd OnRoundReplies(std::vector<BucketReplies>& replies, const std::string& error,
@@ -249,7 +255,8 @@ class NodeCore {
   TimePoint live_sent_at_;  // when the round in flight was chosen
   uint64_t live_gen_ = 0;
   bool live_unblock_requested_ = false;
-  bool live_cut_ = false;  // Cancel(now) cut the round in flight at the socket
+  bool live_sent_ = false;  // the round in flight is written (OnRoundSent)
+  bool live_cut_ = false;   // Cancel(now) asked to cut the round in flight at the socket
   std::optional<int64_t> live_client_id_;
   // Polling: the pause before the next poll round, and reads queued since the last round
   // (a returning reader ends the pause).

@@ -110,14 +110,16 @@ void ReaderNode::Enqueue(NodeCommand command) {
 }
 
 void ReaderNode::Cancel(uint64_t token, bool now) {
-  bool cut = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    cut = core_.Cancel(token, now);
+    // Cut under the mutex: the round the core means is the one on the socket now. The live
+    // thread hands that round's replies to the core, and replaces the socket, only under the
+    // mutex and after it; a cut made after releasing the mutex could land on the next round.
+    // Cut() is thread-safe and does not block (a shutdown of the socket).
+    if (core_.Cancel(token, now)) live_conn_.Cut();
   }
   command_cv_.notify_one();
-  if (cut) live_conn_.Cut();  // thread-safe: the live thread's command returns at once
 }
 
 bool ReaderNode::Idle() const {
@@ -278,6 +280,15 @@ bool ReaderNode::SendRound(const NodeCore::LiveRound& round,
   if (!sent.ok()) {
     *error = sent.error().message;
     return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The send replaced a socket the server had closed since EnsureLive: the CLIENT ID the
+    // core knows names a client that is gone, so no unblock this round (it runs its course);
+    // the next EnsureLive learns the new id.
+    if (live_conn_.reconnects() != live_reconnects_) core_.OnLiveLost();
+    // An abandon came while the round was being chosen or written: cut it now it is out.
+    if (core_.OnRoundSent()) live_conn_.Cut();
   }
   auto receive = [&](std::optional<redis::Reply>* into,
                      std::optional<std::chrono::milliseconds> timeout) {

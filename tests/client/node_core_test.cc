@@ -272,6 +272,7 @@ TEST(NodeCore, NogroupNamingOneStreamErrorsOnlyThatReader) {
 
 TEST(NodeCore, ACancelNowCutsTheReadAndCarriesTheOthersOver) {
   NodeCore core = BlockedCore({1, 2});
+  EXPECT_FALSE(core.OnRoundSent());
   EXPECT_TRUE(core.Cancel(1, /*now=*/true));
   NodeCore::Output out;
   auto replies = ReadReply(core, Nil());
@@ -283,6 +284,62 @@ TEST(NodeCore, ACancelNowCutsTheReadAndCarriesTheOthersOver) {
   EXPECT_EQ(out.answers[0].token, 1u);
   EXPECT_EQ(out.answers[0].reply.kind, ReaderReply::Kind::kNil);
   EXPECT_EQ(core.LiveDue(), TimePoint::min()) << "reader 2 goes into the next read";
+}
+
+// An abandon that comes while the round is chosen but not written yet (from a hook the
+// driver runs between PrepareRound and the send): cutting the socket then would shut down an
+// idle connection, which the send would silently replace — the round then runs on a client
+// whose CLIENT ID the core does not know, and every unblock misses. The cut waits for the send.
+TEST(NodeCore, ACancelNowBeforeTheRoundIsOutCutsItOnceItIsSent) {
+  NodeCore core = BlockedCore({1, 2});
+  EXPECT_FALSE(core.Cancel(1, /*now=*/true)) << "nothing on the socket to cut yet";
+  EXPECT_FALSE(core.Cancel(2, /*now=*/true)) << "one cut per round";
+  EXPECT_TRUE(core.OnRoundSent()) << "out now: cut it";
+  NodeCore::Output out;
+  auto replies = ReadReply(core, Nil());
+  replies[0].read.reset();
+  NodeCore::RoundEnd end = core.OnRoundReplies(replies, "connection cut", false, kT0 + 1ms, &out);
+  EXPECT_TRUE(end.lost);
+  EXPECT_FALSE(out.failed);
+  ASSERT_EQ(out.answers.size(), 2u);
+  for (const ReaderAnswer& a : out.answers) EXPECT_EQ(a.reply.kind, ReaderReply::Kind::kNil);
+  EXPECT_TRUE(core.Idle());
+}
+
+// A second abandon of the same round once it was cut: the socket is cut once (a second cut
+// from another thread could land on the next round's socket); the reader is answered with
+// the round all the same.
+TEST(NodeCore, ASecondCancelNowOfACutRoundDoesNotCutAgain) {
+  NodeCore core = BlockedCore({1, 2, 3});
+  EXPECT_FALSE(core.OnRoundSent());
+  EXPECT_TRUE(core.Cancel(1, /*now=*/true));
+  EXPECT_FALSE(core.Cancel(2, /*now=*/true));
+  NodeCore::Output out;
+  auto replies = ReadReply(core, Nil());
+  replies[0].read.reset();
+  core.OnRoundReplies(replies, "connection cut", false, kT0 + 1ms, &out);
+  ASSERT_EQ(out.answers.size(), 2u);
+  EXPECT_NE(AnswerOf(out, 1), nullptr);
+  EXPECT_NE(AnswerOf(out, 2), nullptr);
+  EXPECT_EQ(AnswerOf(out, 3), nullptr) << "reader 3 is carried over";
+  // The next round is a new one: its abandon cuts again.
+  ASSERT_TRUE(core.PrepareRound(kT0 + 2ms, true, "", &out));
+  EXPECT_FALSE(core.OnRoundSent());
+  EXPECT_TRUE(core.Cancel(3, /*now=*/true));
+}
+
+// A cut asked for after the round's replies came in answers nothing more (the round is gone)
+// and is not carried into the next round.
+TEST(NodeCore, ACancelNowAfterTheRepliesCutsNothing) {
+  NodeCore core = BlockedCore({1});
+  EXPECT_FALSE(core.OnRoundSent());
+  NodeCore::Output out;
+  auto replies = ReadReply(core, Arr({StreamOf("s1", {"1-1"})}));
+  core.OnRoundReplies(replies, "", false, kT0 + 1ms, &out);
+  EXPECT_FALSE(core.Cancel(1, /*now=*/true));
+  core.Enqueue({Read(2, "s2", kT0 + 1s)}, kT0 + 2ms);
+  ASSERT_TRUE(core.PrepareRound(kT0 + 2ms, true, "", &out));
+  EXPECT_FALSE(core.OnRoundSent()) << "no cut left over from the previous round";
 }
 
 TEST(NodeCore, ATransportFailureAnswersEveryReaderAndForgetsTheClientId) {
