@@ -2,27 +2,42 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <limits>
 
+#include "client/client_options.h"
+#include "client/client_status.h"
+#include "core/check.h"
 #include "core/protocol_json.h"
 
 namespace rsc::sim {
 
 namespace {
 
-client::ConsumerCoreOptions CoreOptions(Services& env, const ConsumerParams& p,
-                                        const ConsumerSlot& slot, const std::string& member) {
-  client::ConsumerCoreOptions o;
-  o.member_id = MemberId(member);
-  o.instance_id = slot.instance_id;
-  o.endpoint_count = p.endpoint_count;
-  if (slot.version_store) {
-    o.initial_metadata_version = slot.stored.metadata_version;
-    o.initial_lineage = slot.stored.lineage;
+// The options a simulated consumer process is configured with, written as an application
+// writes them (include/rsc/consumer.h). The library's own checks pass them and its
+// derivations make the runtime's options (client/client_options.h), as in Consumer::Create.
+ConsumerOptions OptionsOf(const ConsumerParams& p, const ConsumerSlot& slot) {
+  using std::chrono::milliseconds;
+  ConsumerOptions o;
+  for (int i = 0; i < p.endpoint_count; ++i) {
+    o.coordinator_endpoints.push_back(fmt::format("http://coordinator-{}:7700", i));
   }
-  o.backoff_initial_ms = p.backoff_initial_ms;
-  o.backoff_max_ms = p.backoff_max_ms;
-  o.jitter_seed = env.world().rng().Seed();
+  o.stream = p.group.stream;
+  o.group = p.group.group;
+  o.redis_url = "redis://redis:6379";
+  o.instance_id = slot.instance_id;
+  o.max_batch = p.max_batch;
+  o.block = milliseconds(p.block_ms);
+  o.http_timeout = milliseconds(p.http_timeout_ms);
+  o.backoff_initial = milliseconds(p.backoff_initial_ms);
+  o.backoff_max = milliseconds(p.backoff_max_ms);
+  o.shutdown_timeout = milliseconds(p.shutdown_timeout_ms);
+  o.on_event = [](const ConsumerEvent&) {};  // events reach the port's Observe
+  client::CheckedEndpoints checked;
+  const std::optional<std::string> error = client::CheckConsumerOptions(o, true, &checked);
+  if (error) std::fprintf(stderr, "simulated consumer options refused: %s\n", error->c_str());
+  RSC_CHECK(!error);
   return o;
 }
 
@@ -35,18 +50,6 @@ std::string FieldOf(const StreamFields& fields, std::string_view name) {
 
 }  // namespace
 
-client::ConsumerRuntimeOptions RuntimeOptions(const ConsumerParams& p, const std::string& member) {
-  client::ConsumerRuntimeOptions o;
-  o.stream = p.group.stream;
-  o.reader.group = p.group.group;
-  o.reader.consumer_name = member;
-  o.reader.max_batch = p.max_batch;
-  o.reader.block_ms = p.block_ms;
-  o.reader.observe = true;
-  o.shutdown_timeout_ms = p.shutdown_timeout_ms;
-  return o;
-}
-
 SimConsumer::SimConsumer(Services& env, const ConsumerParams& params, ConsumerSlot& slot)
     : env_(env),
       p_(params),
@@ -54,14 +57,31 @@ SimConsumer::SimConsumer(Services& env, const ConsumerParams& params, ConsumerSl
       name_(fmt::format("{}#{}", slot.node, ++slot.incarnations)),
       member_(fmt::format("c{}-{}", slot.index, slot.incarnations)),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
-      runtime_(RuntimeOptions(params, member_), CoreOptions(env, params, slot, member_), this,
-               &stats_),
+      options_(OptionsOf(params, slot)),
+      runtime_(client::ConsumerRuntimeOptionsOf(options_, member_),
+               client::ConsumerCoreOptionsOf(options_, member_, params.endpoint_count,
+                                             slot.version_store ? slot.stored : ObservedVersion{},
+                                             env.world().rng().Seed()),
+               this, &stats_),
       node_(env, slot.node,
             [this](std::vector<client::ReaderAnswer>& answers) { OnReaderAnswers(answers); }) {
   node_.set_skip_takeover(env.world().mutant().SkipsTakeover());
 }
 
 TimeMs SimConsumer::LocalNow() const { return env_.world().now() + offset_; }
+
+ConsumerStatus SimConsumer::Status() const {
+  return client::ConsumerStatusOf(
+      options_, runtime_, stats_, LocalNow(),
+      client::ConsumerPortFacts{
+          .started = true,
+          .stopped = dead_ || runtime_.exited(),
+          .member_id = member_,
+          .coordinator_endpoint = fmt::format("coordinator-{}", Endpoint(runtime_.endpoint())),
+          .threads = 0,  // one simulated process: no threads of its own
+          .redis_connections = 2,
+      });
+}
 
 TimeMs SimConsumer::NowMs(bool /*round_up*/) { return LocalNow(); }
 

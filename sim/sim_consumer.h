@@ -79,6 +79,8 @@ class SimConsumer : public client::ConsumerPorts {
   const std::string& name() const { return name_; }
   const std::string& member() const { return member_; }
   const client::ConsumerCore& core() const { return runtime_.core(); }
+  // As Consumer::Status() reports it (client/client_status.h), for the metrics scrape.
+  ConsumerStatus Status() const;
   // Shards with a reader that is not yet released (for end-of-run reports).
   std::vector<int32_t> HeldShards() const;
 
@@ -131,6 +133,8 @@ class SimConsumer : public client::ConsumerPorts {
   const std::string name_;
   const std::string member_;
   TimeMs offset_;  // local monotonic = global + offset_ (only grows)
+  // As an application configures the process (client/client_options.h checks and derives).
+  const ConsumerOptions options_;
   client::DeliveryStats stats_;
   client::ConsumerRuntime runtime_;
   SimReaderNode node_;  // the reader connections: the library's NodeCore over simulated Redis

@@ -2,21 +2,37 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
+#include "client/client_options.h"
+#include "client/client_status.h"
+#include "core/check.h"
 #include "core/protocol_json.h"
+#include "sim/wire_redis.h"
 
 namespace rsc::sim {
 
 namespace {
 
-client::ProducerRuntimeOptions RuntimeOptions(Services& env, const ProducerParams& p,
-                                              const ProducerSlot& slot) {
-  client::ProducerRuntimeOptions o;
+// The options a simulated producer process is configured with, as an application writes them
+// (include/rsc/producer.h); the library's checks pass them, as in Producer::Create.
+ProducerOptions OptionsOf(const ProducerParams& p, const ProducerSlot& slot) {
+  using std::chrono::milliseconds;
+  ProducerOptions o;
+  for (int i = 0; i < p.endpoint_count; ++i) {
+    o.coordinator_endpoints.push_back(fmt::format("http://coordinator-{}:7700", i));
+  }
   o.stream = p.group.stream;
   o.group = slot.by_stream ? "" : p.group.group;  // "": the stream's routing (D4)
-  o.endpoint_count = p.endpoint_count;
-  o.first_endpoint = static_cast<int>(env.world().rng().Uniform(0, p.endpoint_count - 1));
-  o.endpoint_backoff_ms = 100;
-  o.core = client::ProducerCoreOptions{100, 5000, 50};
+  o.redis_url = "redis://redis:6379";
+  o.http_timeout = milliseconds(p.http_timeout_ms);
+  o.retry_initial = milliseconds(100);
+  o.retry_max = milliseconds(5000);
+  o.endpoint_backoff = milliseconds(100);
+  client::CheckedEndpoints checked;
+  const std::optional<std::string> error = client::CheckProducerOptions(o, &checked);
+  if (error) std::fprintf(stderr, "simulated producer options refused: %s\n", error->c_str());
+  RSC_CHECK(!error);
   return o;
 }
 
@@ -28,7 +44,13 @@ SimProducer::SimProducer(Services& env, const ProducerParams& params, ProducerSl
       slot_(slot),
       name_(fmt::format("{}#{}", slot.node, ++slot.incarnations)),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
-      runtime_(RuntimeOptions(env, params, slot), this) {
+      options_(OptionsOf(params, slot)),
+      // The library's derivation, as in Producer::Create; the first refresh round starts on
+      // a drawn endpoint (each process lists the coordinators in its own order).
+      runtime_(client::ProducerRuntimeOptionsOf(
+                   options_, params.endpoint_count,
+                   static_cast<int>(env.world().rng().Uniform(0, params.endpoint_count - 1))),
+               this) {
   if (slot_.version_store) runtime_.SeedObserved(slot_.stored);
 }
 
@@ -37,6 +59,17 @@ TimeMs SimProducer::LocalNow() const { return env_.world().now() + offset_; }
 TimeMs SimProducer::NowMs(bool /*round_up*/) { return LocalNow(); }
 
 double SimProducer::Random() { return env_.world().rng().Unit(); }
+
+ProducerMetrics SimProducer::Metrics() const {
+  return client::ProducerMetricsOf(
+      options_, runtime_, LocalNow(),
+      client::ProducerPortFacts{
+          .publishes_ok = publishes_ok_,
+          .publishes_failed = publishes_failed_,
+          .seal_refresh_waits = seal_waits_,
+          .current_endpoint = fmt::format("coordinator-{}", runtime_.current_endpoint()),
+      });
+}
 
 HistEvent SimProducer::Event(HistKind kind) const {
   HistEvent e;
@@ -157,71 +190,133 @@ void SimProducer::SchedulePublish() {
 
 void SimProducer::PublishOne() {
   World& w = env_.world();
-  const int k = static_cast<int>(w.rng().Uniform(0, p_.keys - 1));
-  const std::string key = fmt::format("k{}-{}", slot_.index, k);
-  if (in_flight_.count(key)) return;  // one message per key at a time: per-key order
-  int64_t& next = slot_.next_seq[key];
-  if (next == 0) next = 1;
-  const int64_t seq = next;
-  ProducerResult<client::RouteTarget> route = std::move(runtime_.Route({key}).front());
-  Tick();  // Route may have asked for a refresh (PR2)
-  if (!route.ok()) {
-    if (route.error().code == ProducerErrorCode::kRoutingExpired) {
-      w.probes().Hit("publish_refused_expired");
+  // One call publishes one to three keys, each once (a key's next message waits for the
+  // previous one's outcome: per-key order without relying on the call's).
+  const int wanted = static_cast<int>(w.rng().Uniform(1, 3));
+  auto call = std::make_shared<Call>();
+  call->keys.reserve(static_cast<size_t>(wanted));
+  for (int n = 0; n < wanted; ++n) {
+    const int k = static_cast<int>(w.rng().Uniform(0, p_.keys - 1));
+    std::string key = fmt::format("k{}-{}", slot_.index, k);
+    if (in_flight_.count(key)) continue;
+    in_flight_.insert(key);
+    int64_t& next = slot_.next_seq[key];
+    if (next == 0) next = 1;
+    call->seqs.push_back(next);
+    call->fields.push_back({{"key", key}, {"seq", std::to_string(next)}, {"producer", name_}});
+    call->keys.push_back(std::move(key));
+  }
+  if (call->keys.empty()) return;
+  std::vector<std::string_view> keys(call->keys.begin(), call->keys.end());
+  std::vector<const StreamFields*> fields;
+  for (const StreamFields& f : call->fields) fields.push_back(&f);
+  call->call = std::make_unique<client::PublishCall>(std::move(keys), std::move(fields));
+  if (call->keys.size() > 1) w.probes().Hit("publish_batch");
+  Continue(call);
+}
+
+// Drives the library's PublishCall (client/publish_call.h) as producer.cc does: route at one
+// instant, write unless the routing lease ended first, wait for a newer routing while
+// entries refused by a stale target may still go.
+void SimProducer::Continue(const std::shared_ptr<Call>& call) {
+  if (dead_) return;
+  client::PublishCall& pc = *call->call;
+  while (!pc.done()) {
+    if (pc.waiting()) {
+      const auto& routing = runtime_.core().routing();
+      const client::PublishCall::Wait wait = pc.OnWait(
+          LocalNow(), routing ? std::optional<int64_t>(routing->metadata_version) : std::nullopt);
+      if (wait.what != client::PublishCall::Wait::What::kRefresh) continue;
+      env_.world().probes().Hit("publish_waits_for_routing");
+      ++seal_waits_;
+      runtime_.OnStaleTarget();  // RS2, D3: a refresh at once
+      Tick();
+      env_.world().After(wait.sleep_ms, [this, call] { Continue(call); });
+      return;
     }
-    HistEvent e = Event(HistKind::kPublishRefused);
-    e.key = key;
-    e.seq = seq;
-    e.detail = std::string(ProducerErrorCodeName(route.error().code));
-    w.Emit(std::move(e));
+    std::vector<ProducerResult<client::RouteTarget>> routes = runtime_.Route(pc.RouteKeys());
+    Tick();                  // Route may have asked for a refresh (PR2)
+    bool nomkstream = true;  // the simulated Redis has it (7.x)
+    std::vector<redis::KeyedCommand> keyed = pc.Write(std::move(routes), OkStatus(), nomkstream);
+    if (keyed.empty()) continue;
+    if (LocalNow() >= pc.write_lease_end_ms()) {
+      // PR5: the lease ended before the write: nothing is sent.
+      std::vector<Result<redis::Reply>> unsent(
+          keyed.size(), MakeError(ErrorCode::kRedisUnavailable, "not sent: the lease ended"));
+      Record(*call, pc.OnReplies(std::move(unsent), /*lease_ended=*/true, &nomkstream), 0, 0);
+      continue;
+    }
+    std::vector<redis::Command> cmds;
+    for (redis::KeyedCommand& k : keyed) cmds.push_back(std::move(k.cmd));
+    const size_t n = cmds.size();
+    const TimeMs sent = env_.world().now();
+    // The local clock's offset now: a lease end is turned into simulated time as the producer
+    // believed it when it wrote (a clock jump before the reply must not move it).
+    const TimeMs offset = offset_;
+    auto result = std::make_shared<std::vector<redis::Reply>>();
+    env_.SendRedis(slot_.node, conn_epoch_, WirePipeline(std::move(cmds), WireClient{}, result),
+                   [this, call, result, n, sent, offset](const StreamReply& r) {
+                     if (dead_) return;
+                     std::vector<Result<redis::Reply>> replies;
+                     if (r.ok()) {
+                       for (redis::Reply& reply : *result) replies.emplace_back(std::move(reply));
+                     } else {
+                       // No reply (a failover reset the connection, or it timed out): each
+                       // XADD may have been written.
+                       if (r.error.rfind(kConnError, 0) == 0) conn_epoch_ = 0;  // reconnect
+                       replies.assign(n, MakeError(ErrorCode::kUnknownResult, r.error));
+                     }
+                     bool nomkstream = true;
+                     Record(*call, call->call->OnReplies(std::move(replies), false, &nomkstream),
+                            sent, offset);
+                     Continue(call);
+                   });
     return;
   }
-  const client::RouteTarget target = route.value();
-  const TimeMs sent = w.now();
-  const std::optional<TimeMs> lease_end = runtime_.core().lease_end();
-  const int64_t lease_end_us = lease_end ? (*lease_end - offset_) * 1000 : -1;
-  in_flight_.insert(key);
-  StreamEntry fields;
-  fields.key = key;
-  fields.seq = seq;
-  fields.producer = name_;
-  const std::string stream = target.stream;
-  env_.SendRedis(
-      slot_.node, conn_epoch_,
-      [stream, fields](SimRedis& redis, std::function<void(StreamReply)> done) {
-        done(redis.XAdd(stream, fields));
-      },
-      [this, key, seq, sent, target, lease_end_us](const StreamReply& reply) {
-        if (dead_) return;
-        in_flight_.erase(key);
-        const bool no_reply = !reply.ok() && reply.error.rfind(kConnError, 0) == 0;
-        if (no_reply) conn_epoch_ = 0;  // reconnect next time
-        const client::XaddReply xadd{reply.nil    ? client::XaddReply::Kind::kNil
-                                     : reply.ok() ? client::XaddReply::Kind::kId
-                                     : no_reply   ? client::XaddReply::Kind::kNoReply
-                                                  : client::XaddReply::Kind::kError,
-                                     reply.ok() ? reply.added.str() : reply.error};
-        const ProducerResult<std::string> outcome =
-            client::ProducerRuntime::PublishOutcome(xadd, target.stream);
-        if (client::ProducerRuntime::IsStaleTarget(xadd)) {
-          env_.world().probes().Hit(reply.nil ? "publish_key_missing" : "publish_refused_sealed");
-          runtime_.OnStaleTarget();  // RS2, D3: refresh at once; the message goes again later
-          Tick();
-        }
-        // Unknown or refused: the same (key, seq) is published again later.
-        if (!outcome.ok()) return;
-        ++slot_.next_seq[key];
-        HistEvent e = Event(HistKind::kPublish);
-        e.key = key;
-        e.seq = seq;
-        e.shard = target.shard;
-        e.stream = target.stream;
-        e.id = outcome.value();
-        e.version = target.metadata_version;
-        e.lease_end_us = lease_end_us;
-        env_.world().EmitAt(std::move(e), sent);
-        env_.NotePublished(target.stream, reply.added, key, seq);
-      });
+  Finish(*call);
+}
+
+void SimProducer::Record(Call& call, const client::PublishCall::Outcome& outcome, TimeMs sent,
+                         TimeMs offset) {
+  World& w = env_.world();
+  if (outcome.missing > 0) w.probes().Hit("publish_key_missing");
+  if (outcome.sealed > 0) w.probes().Hit("publish_refused_sealed");
+  for (size_t i : outcome.written) {
+    const client::RouteTarget& route = call.call->route(i);
+    const std::string& key = call.keys[i];
+    const int64_t seq = call.seqs[i];
+    ++slot_.next_seq[key];
+    HistEvent e = Event(HistKind::kPublish);
+    e.key = key;
+    e.seq = seq;
+    e.shard = route.shard;
+    e.stream = route.stream;
+    e.id = call.call->result(i).value();
+    e.version = route.metadata_version;
+    e.lease_end_us = (route.lease_end_ms - offset) * 1000;
+    const std::optional<StreamId> id = StreamId::Parse(e.id);
+    RSC_CHECK(id.has_value());
+    w.EmitAt(std::move(e), sent);
+    env_.NotePublished(route.stream, *id, key, seq);
+  }
+}
+
+void SimProducer::Finish(Call& call) {
+  World& w = env_.world();
+  std::vector<ProducerResult<std::string>> results = call.call->TakeResults();
+  for (size_t i = 0; i < results.size(); ++i) {
+    in_flight_.erase(call.keys[i]);
+    ++(results[i].ok() ? publishes_ok_ : publishes_failed_);
+    if (results[i].ok()) continue;
+    // Refused, unknown or not sent: the same (key, seq) is published again later.
+    const ProducerErrorCode code = results[i].error().code;
+    if (code == ProducerErrorCode::kRoutingExpired) w.probes().Hit("publish_refused_expired");
+    HistEvent e = Event(HistKind::kPublishRefused);
+    e.key = call.keys[i];
+    e.seq = call.seqs[i];
+    e.detail = std::string(ProducerErrorCodeName(code));
+    w.Emit(std::move(e));
+  }
 }
 
 }  // namespace rsc::sim

@@ -16,31 +16,6 @@ TimeMs ToMs(NodeCore::TimePoint t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-// Runs `cmds` at Redis as one pipeline on `client`'s connection; `result` gets the replies
-// (the StreamReply handed to SendRedis only says whether the connection held). `closing`:
-// set when the client cut the connection after sending, read when the pipeline reaches
-// Redis (the FIN travels behind the commands).
-RedisExec Pipeline(std::vector<redis::Command> cmds, WireClient client,
-                   std::shared_ptr<std::vector<redis::Reply>> result,
-                   std::shared_ptr<bool> closing = nullptr) {
-  return [cmds = std::move(cmds), client, result, closing](SimRedis& redis,
-                                                           std::function<void(StreamReply)> done) {
-    WireClient at_redis = client;
-    at_redis.closing = closing && *closing;
-    RunWirePipeline(
-        redis, cmds, at_redis,
-        [result, done = std::move(done)](std::vector<redis::Reply> replies, bool reset) {
-          StreamReply r;
-          if (reset) {
-            r.error = std::string(kConnError) + "connection reset (failover)";
-          } else {
-            *result = std::move(replies);
-          }
-          done(std::move(r));
-        });
-  };
-}
-
 std::vector<redis::Command> Copy(const std::vector<const redis::Command*>& wire) {
   std::vector<redis::Command> out;
   out.reserve(wire.size());
@@ -72,25 +47,17 @@ void SimReaderNode::Submit(uint64_t token, const client::ReaderCoreConfig& confi
 
 void SimReaderNode::Cancel(uint64_t token, bool now) {
   if (stopped_) return;
-  if (core_.Cancel(token, now)) {
-    // ReaderNode cuts the live socket: its blocked receive fails at once, and Redis frees the
-    // blocked read when the close reaches it (entries it serves before then are lost with the
-    // reply, pending for this consumer). `close_after`: the close's way to Redis.
-    const TimeMs close_after = env_.net().RedisLatency();
-    if (!live_busy_) {
-      // Asked while SendRound hands out what PrepareRound answered: the round is chosen but
-      // not sent yet. It is cut as soon as it is out.
-      if (!cut_before_send_) cut_before_send_ = close_after;
-    } else if (round_closing_ && !*round_closing_) {
-      // Several abandons of one input (a clock jump) may each ask to cut the same round: the
-      // socket is cut, and the round answered, once.
-      CutRound(close_after);
-    }
-  }
+  // The core asks for the cut once per round, and only once the round is out (a cut asked
+  // for while SendRound hands out what PrepareRound answered comes from OnRoundSent).
+  if (core_.Cancel(token, now)) CutRound();
   Schedule();
 }
 
-void SimReaderNode::CutRound(TimeMs close_after) {
+void SimReaderNode::CutRound() {
+  // ReaderNode cuts the live socket: its blocked receive fails at once, and Redis frees the
+  // blocked read when the close reaches it (entries it serves before then are lost with the
+  // reply, pending for this consumer). `close_after`: the close's way to Redis.
+  const TimeMs close_after = env_.net().RedisLatency();
   env_.world().probes().Hit("live_read_cut");
   ++live_seq_;  // the round's own reply, if any, is ignored
   *round_closing_ = true;
@@ -160,7 +127,7 @@ void SimReaderNode::SendCommands() {
   auto held = std::make_shared<std::vector<NodeCore::Queued>>(std::move(batch));
   const size_t n = cmds.size();
   env_.SendRedis(node_, command_epoch_,
-                 Pipeline(std::move(cmds), WireClient{0, skip_takeover_}, result),
+                 WirePipeline(std::move(cmds), WireClient{0, skip_takeover_}, result),
                  [this, result, held, n](const StreamReply& r) {
                    if (stopped_) return;
                    command_busy_ = false;
@@ -239,16 +206,12 @@ void SimReaderNode::SendRound() {
   auto result = std::make_shared<std::vector<redis::Reply>>();
   round_closing_ = std::make_shared<bool>(false);
   env_.SendRedis(node_, live_epoch_,
-                 Pipeline(std::move(cmds), WireClient{client_id_}, result, round_closing_),
+                 WirePipeline(std::move(cmds), WireClient{client_id_}, result, round_closing_),
                  [this, result, seq](const StreamReply& r) {
                    if (stopped_ || seq != live_seq_) return;  // cut: answered already
                    OnRoundDone(r.ok() ? result.get() : nullptr, r.error);
                  });
-  if (cut_before_send_) {
-    const TimeMs close_after = *cut_before_send_;
-    cut_before_send_.reset();
-    CutRound(close_after);
-  }
+  if (core_.OnRoundSent()) CutRound();
 }
 
 void SimReaderNode::OnRoundDone(const std::vector<redis::Reply>* replies,

@@ -59,8 +59,8 @@ class SimReaderNode {
   void ConnectLive();
   void SendRound();
   // Cuts the round in flight (an abandon): answered at once as ReaderNode's cut read is, and
-  // its blocked read freed at Redis `close_after` ms later.
-  void CutRound(TimeMs close_after);
+  // its blocked read freed at Redis when the close arrives (a network latency later).
+  void CutRound();
   // The round's replies came back (`replies` in RoundWire order), or none (`error`).
   void OnRoundDone(const std::vector<redis::Reply>* replies, const std::string& error);
   void LiveLost();
@@ -83,8 +83,6 @@ class SimReaderNode {
   uint64_t live_seq_ = 0;   // bumped by a cut: the cut round's late reply is ignored
   TimePoint round_sent_at_;
   std::shared_ptr<bool> round_closing_;  // the round in flight's connection was cut
-  // A cut asked for while the chosen round was not sent yet: its close's delay.
-  std::optional<TimeMs> cut_before_send_;
 
   std::optional<TimeMs> pump_at_;
   uint64_t pump_gen_ = 0;

@@ -343,6 +343,23 @@ void Simulation::WatchNewestGeneration() {
   world_.After(100, [this] { WatchNewestGeneration(); });
 }
 
+void Simulation::MetricsTick() {
+  std::vector<ConsumerMetricsSample> consumers;
+  for (const SimConsumer* c : consumer_current_) {
+    if (c != nullptr && !c->dead()) consumers.push_back({c->Status(), {{"process", c->name()}}});
+  }
+  std::vector<ProducerMetricsSample> producers;
+  for (const SimProducer* p : producer_current_) {
+    if (p != nullptr && !p->dead()) producers.push_back({p->Metrics(), {{"process", p->name()}}});
+  }
+  if (std::optional<std::string> wrong = metrics_.Scrape(RenderMetricsText(consumers, producers))) {
+    world_.Fail(Violation{"O2", "client metrics: " + *wrong, world_.now() * 1000, 0});
+    return;
+  }
+  world_.probes().Hit("metrics_scraped");
+  world_.After(kMetricsEveryMs, [this] { MetricsTick(); });
+}
+
 void Simulation::RearmL1() {
   // The re-armed bound must fit in the run (Finish() judges a pending L1 check).
   end_at_ = std::max(end_at_, world_.now() + p_.convergence_bound_ms + p_.tail_ms);
@@ -455,6 +472,7 @@ SimResult Simulation::Run() {
   world_.After(2000, [this] { ChaosTick(); });
   world_.After(1000, [this] { SnapshotTick(); });
   world_.After(1500, [this] { ExportTick(); });
+  world_.After(kMetricsEveryMs, [this] { MetricsTick(); });
   world_.At(p_.safety_ms, [this] { BeginHeal(); });
 
   const TimeMs hard_stop = p_.safety_ms + 120'000 + p_.convergence_bound_ms + p_.tail_ms;

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "rsc/metrics.h"
+#include "sim/metrics_watch.h"
 #include "sim/network.h"
 #include "sim/services.h"
 #include "sim/sim_consumer.h"
@@ -125,6 +127,9 @@ class Simulation : public Services {
   // heal, a newer one (a layout rolled forward, RS6) is judged from when it appears.
   void JudgeNewestGeneration(const Layout& l);
   void WatchNewestGeneration();
+  // Every 5 simulated s (no draw: the run is the same with or without it): scrapes every live
+  // client's metrics as an application's /metrics would and hands them to metrics_ (O2).
+  void MetricsTick();
   void RearmL1();
   void WatchParentsDraining(const Layout& l);
   void RecordLost(const std::vector<LostEntry>& lost);
@@ -196,6 +201,8 @@ class Simulation : public Services {
   std::vector<SimProducer*> producer_current_;
   std::vector<bool> producer_restart_pending_;
   std::vector<std::unique_ptr<SimProducer>> producers_;
+  MetricsWatch metrics_;
+  static constexpr TimeMs kMetricsEveryMs = 5000;
 
   std::string export_;
   std::optional<MemoryStore::Hash> layout_before_reshard_;  // as it was before the last reshard

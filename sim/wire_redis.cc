@@ -140,6 +140,19 @@ Reply Execute(SimRedis& redis, const Command& c, const WireClient& client) {
     StreamReply r = stream_op([&](Streams& s) { return XAck(s, c[1], c[2], ids); });
     return r.ok() ? Integer(r.count) : Error(r.error);
   }
+  if (name == "XADD") {
+    // As producers send it (client/publish_call.h XaddArgs): NOMKSTREAM, an id Redis picks,
+    // and the simulated workload's fields.
+    RSC_CHECK(c.size() == 10 && c[2] == "NOMKSTREAM" && c[3] == "*" && c[4] == "key" &&
+              c[6] == "seq" && c[8] == "producer");
+    StreamEntry e;
+    e.key = c[5];
+    e.seq = std::stoll(c[7]);
+    e.producer = c[9];
+    StreamReply r = redis.XAdd(c[1], e);
+    if (!r.ok()) return Error(r.error);
+    return r.nil ? Reply{} : Bulk(r.added.str());
+  }
   if (name == "XREADGROUP") {  // the pending read: one stream, after an id
     const ReadArgs a = ParseRead(c);
     RSC_CHECK(a.streams.size() == 1 && a.block_ms < 0);
@@ -203,6 +216,27 @@ void RunWirePipeline(SimRedis& redis, std::vector<redis::Command> cmds, WireClie
                      std::function<void(std::vector<redis::Reply> replies, bool reset)> done) {
   auto run = std::make_shared<Run>(Run{redis, std::move(cmds), client, std::move(done), {}, 0});
   Step(run);
+}
+
+RedisExec WirePipeline(std::vector<redis::Command> cmds, WireClient client,
+                       std::shared_ptr<std::vector<redis::Reply>> result,
+                       std::shared_ptr<bool> closing) {
+  return [cmds = std::move(cmds), client, result, closing](SimRedis& redis,
+                                                           std::function<void(StreamReply)> done) {
+    WireClient at_redis = client;
+    at_redis.closing = closing && *closing;
+    RunWirePipeline(
+        redis, cmds, at_redis,
+        [result, done = std::move(done)](std::vector<redis::Reply> replies, bool reset) {
+          StreamReply r;
+          if (reset) {
+            r.error = std::string(kConnError) + "connection reset (failover)";
+          } else {
+            *result = std::move(replies);
+          }
+          done(std::move(r));
+        });
+  };
 }
 
 }  // namespace rsc::sim

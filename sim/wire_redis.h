@@ -2,7 +2,8 @@
 // The simulated Redis spoken in the wire form: the reader commands as the shipped client sends
 // them (client/reader_wire.h, client/node_core.h: XGROUP CREATE, XAUTOCLAIM … JUSTID,
 // XPENDING, XREADGROUP with one or many streams, with or without BLOCK, XACK, CLIENT ID,
-// CLIENT UNBLOCK … TIMEOUT, ASKING) run against SimRedis and answered with the RESP2 replies
+// CLIENT UNBLOCK … TIMEOUT, ASKING) and the producer's XADD … NOMKSTREAM (client/publish_call.h)
+// run against SimRedis and answered with the RESP2 replies
 // Redis 7 gives (the shapes the library parses; the stream semantics are contract-tested in
 // tests/sim/streams_contract_test.cc, the shapes in tests/sim/wire_redis_test.cc). A command
 // the simulated clients never send (XCLAIM, the dead-letter EVAL: simulated handlers never
@@ -10,9 +11,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "redis/reply.h"
+#include "sim/services.h"
 #include "sim/sim_redis.h"
 
 namespace rsc::sim {
@@ -32,5 +35,13 @@ struct WireClient {
 // replies are lost).
 void RunWirePipeline(SimRedis& redis, std::vector<redis::Command> cmds, WireClient client,
                      std::function<void(std::vector<redis::Reply> replies, bool reset)> done);
+
+// The same as a RedisExec for Services::SendRedis: `result` gets the replies (the StreamReply
+// handed on only says whether the connection held: an error starting with kConnError when a
+// failover reset it). `closing`: set when the client cut the connection after sending, read
+// when the pipeline reaches Redis (the FIN travels behind the commands).
+RedisExec WirePipeline(std::vector<redis::Command> cmds, WireClient client,
+                       std::shared_ptr<std::vector<redis::Reply>> result,
+                       std::shared_ptr<bool> closing = nullptr);
 
 }  // namespace rsc::sim

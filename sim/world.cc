@@ -73,6 +73,12 @@ void World::Fault(const std::string& kind, const std::string& note, const std::s
   Emit(std::move(e));
 }
 
+void World::Fail(Violation v) {
+  if (violation_) return;
+  violation_ = std::move(v);
+  stopped_ = true;
+}
+
 void World::FinishChecker() {
   if (!checker_ || checker_finished_) return;
   checker_finished_ = true;

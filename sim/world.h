@@ -81,6 +81,9 @@ class World {
   // ── outcome ──
   bool stopped() const { return stopped_; }
   const std::optional<Violation>& violation() const { return violation_; }
+  // A violation found outside the history's checker (the simulation's own watches): the
+  // run's violation unless one came first; the run stops.
+  void Fail(Violation v);
   // Finish() of the checker, once; violations found there become the run's violation.
   void FinishChecker();
   const CheckerCounters* checker_counters() const;

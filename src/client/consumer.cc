@@ -31,6 +31,8 @@
 #include <set>
 #include <thread>
 
+#include "client/client_options.h"
+#include "client/client_status.h"
 #include "client/consumer_core.h"
 #include "client/consumer_runtime.h"
 #include "client/handler_pool.h"
@@ -160,24 +162,6 @@ class HttpWorker {
   std::thread thread_;
 };
 
-client::ConsumerRuntimeOptions RuntimeOptions(const ConsumerOptions& o,
-                                              const std::string& consumer_name) {
-  client::ConsumerRuntimeOptions r;
-  r.stream = o.stream;
-  r.reader.group = o.group;
-  r.reader.consumer_name = consumer_name;
-  r.reader.max_batch = o.max_batch;
-  r.reader.block_ms = o.block.count();
-  r.reader.policy = o.on_handler_error;
-  r.reader.max_attempts = o.max_attempts;
-  r.reader.retry_initial_ms = o.handler_retry_initial.count();
-  r.reader.retry_max_ms = o.handler_retry_max.count();
-  r.reader.observe = static_cast<bool>(o.on_event);
-  r.dead_letter_suffix = o.dead_letter_suffix;
-  r.shutdown_timeout_ms = o.shutdown_timeout.count();
-  return r;
-}
-
 }  // namespace
 
 class Consumer::Impl : public client::ConsumerPorts {
@@ -201,8 +185,6 @@ class Consumer::Impl : public client::ConsumerPorts {
                 if (runtime_) runtime_->OnHttp(call, std::move(outcome));
                 Flush(lock);
               }) {
-    const std::string consumer_name =
-        options_.consumer_name.empty() ? member_id_ : options_.consumer_name;
     for (HttpEndpoint& ep : endpoints) {
       transports_.push_back(std::make_unique<HttpTransport>(std::move(ep), options_.http_timeout));
     }
@@ -212,18 +194,9 @@ class Consumer::Impl : public client::ConsumerPorts {
       Flush(lock);
     });
     runtime_ = std::make_unique<client::ConsumerRuntime>(
-        RuntimeOptions(options_, consumer_name),
-        client::ConsumerCoreOptions{
-            .member_id = MemberId(member_id_),
-            .instance_id = options_.instance_id,
-            .endpoint_count = static_cast<int>(transports_.size()),
-            .initial_metadata_version = seed.metadata_version,
-            .initial_lineage = seed.lineage,
-            .initial_heartbeat_interval_ms = 1000,
-            .backoff_initial_ms = options_.backoff_initial.count(),
-            .backoff_max_ms = options_.backoff_max.count(),
-            .jitter_seed = std::random_device{}(),
-        },
+        client::ConsumerRuntimeOptionsOf(options_, member_id_),
+        client::ConsumerCoreOptionsOf(options_, member_id_, static_cast<int>(transports_.size()),
+                                      seed, std::random_device{}()),
         this, &stats_);
   }
 
@@ -259,47 +232,19 @@ class Consumer::Impl : public client::ConsumerPorts {
 
   ConsumerStatus Status() const {
     std::lock_guard<std::mutex> lock(mu_);
+    const client::ReaderRedisStats redis = redis_.Stats();
     // The clock reads are judged with (rounded up), so the lease shown is never longer
     // than the one MayRead grants.
-    const client::ConsumerStatus st = runtime_->core().Status(client::SteadyNowMsCeil());
-    ConsumerStatus out;
-    out.stream = options_.stream;
-    out.group = options_.group;
-    out.started = started_;
-    out.stopped = stopped_;
-    out.phase = std::string(client::ConsumerPhaseName(st.phase));
-    out.member_id = member_id_;
-    out.member_epoch = st.member_epoch;
-    out.assignment_epoch = st.assignment_epoch;
-    out.metadata_version = st.metadata_version;
-    out.lineage = st.lineage;
-    out.lease_remaining_ms = st.lease_remaining_ms;
-    out.failed_closed = st.failed_closed;
-    out.reading = st.reading;
-    out.draining = st.draining;
-    out.revoked = st.revoked;
-    out.revoking_count = st.revoking_count;
-    out.taken = st.taken;
-    out.shards_taken = st.counters.shards_taken;
-    out.coordinator_endpoint = transports_[st.endpoint]->endpoint().ToString();
-    out.consecutive_heartbeat_failures = st.consecutive_failures;
-    out.last_heartbeat_error = runtime_->last_error();
-    out.heartbeats_sent = st.counters.heartbeats_sent;
-    out.lease_expirations = st.counters.lease_expirations;
-    out.rejoins = st.counters.rejoins;
-    out.messages_handled = stats_.handled.load();
-    out.messages_acked = stats_.acked.load();
-    out.messages_claimed = stats_.claimed.load();
-    out.late_read_reclaims = stats_.foreign_claims.load();
-    out.handler_failures = stats_.handler_failures.load();
-    out.dead_lettered = stats_.dead_lettered.load();
-    out.last_handler_error = stats_.handler_error();
-    out.last_redis_error = stats_.redis_error();
-    out.stop_error = runtime_->stop_error();
-    const client::ReaderRedisStats redis = redis_.Stats();
-    out.threads = 2 + redis.threads + pool_.threads();  // timer, HTTP, Redis, handlers
-    out.redis_connections = redis.connections;
-    return out;
+    return client::ConsumerStatusOf(
+        options_, *runtime_, stats_, client::SteadyNowMsCeil(),
+        client::ConsumerPortFacts{
+            .started = started_,
+            .stopped = stopped_,
+            .member_id = member_id_,
+            .coordinator_endpoint = transports_[runtime_->endpoint()]->endpoint().ToString(),
+            .threads = 2 + redis.threads + pool_.threads(),  // timer, HTTP, Redis, handlers
+            .redis_connections = redis.connections,
+        });
   }
 
   // ── client::ConsumerPorts (called under mu_) ──
@@ -479,65 +424,22 @@ class Consumer::Impl : public client::ConsumerPorts {
 
 ConsumerResult<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
                                                            MessageHandler handler) {
-  if (!handler) return Invalid("no message handler");
-  if (!IsValidStreamName(options.stream)) {
-    return Invalid("stream '" + options.stream + "' is not a valid stream prefix (SPEC R2.4)");
-  }
-  if (!IsValidGroupName(options.group)) {
-    return Invalid("group '" + options.group + "' is not a valid group name (SPEC R2.4)");
-  }
-  if (!options.instance_id.empty() && !IsValidMemberId(options.instance_id)) {
-    return Invalid("instance_id must match [A-Za-z0-9._:-]{1,128}");
-  }
-  if (options.coordinator_endpoints.empty()) return Invalid("no coordinator endpoints");
-  if (!options.coordinator_token.empty() &&
-      !client::IsValidBearerToken(options.coordinator_token)) {
-    return Invalid("coordinator_token must be 1 to 1024 printable ASCII characters without blanks");
-  }
-  std::vector<HttpEndpoint> endpoints;
-  for (const std::string& e : options.coordinator_endpoints) {
-    std::string error;
-    std::optional<HttpEndpoint> ep = client::ParseHttpEndpoint(e, &error);
-    if (!ep) return Invalid(error);
-    endpoints.push_back(std::move(*ep));
+  client::CheckedEndpoints checked;
+  if (auto error = client::CheckConsumerOptions(options, static_cast<bool>(handler), &checked)) {
+    return Invalid(std::move(*error));
   }
   std::string error;
-  Result<redis::RedisUrl> url = redis::ParseRedisUrl(options.redis_url);
-  if (!url.ok()) return Invalid(url.error().message);
-  if (options.max_batch < 1 || options.max_batch > 10000) {
-    return Invalid("max_batch must be in 1..10000");
-  }
-  if (options.block.count() < 1) return Invalid("block must be >= 1 ms");
-  if (options.handler_threads < 1 || options.handler_threads > 1024) {
-    return Invalid("handler_threads must be in 1..1024");
-  }
-  if (options.max_attempts < 1) return Invalid("max_attempts must be >= 1");
-  if (options.handler_retry_initial.count() < 1 ||
-      options.handler_retry_max < options.handler_retry_initial) {
-    return Invalid("handler_retry_initial must be >= 1 ms and at most handler_retry_max");
-  }
-  if (options.backoff_initial.count() < 1 || options.backoff_max < options.backoff_initial) {
-    return Invalid("backoff_initial must be >= 1 ms and at most backoff_max");
-  }
-  if (options.http_timeout.count() < 1 || options.redis_timeout.count() < 1) {
-    return Invalid("http_timeout and redis_timeout must be >= 1 ms");
-  }
-  if (options.dead_letter_suffix.empty() ||
-      options.dead_letter_suffix.find_first_of("{}") != std::string::npos) {
-    // Braces in the suffix could change the key's hash tag (cluster slot) or make the
-    // dead-letter key equal the shard stream.
-    return Invalid("dead_letter_suffix must be non-empty and contain no '{' or '}'");
-  }
   ObservedVersion seed;
   if (options.version_store &&
       !options.version_store->Load(options.stream, options.group, &seed, &error)) {
     return Invalid("cannot load the observed metadata version: " + error);
   }
-  redis::ConnectionOptions redis = redis::ConnectionOptions::FromUrl(*url);
+  redis::ConnectionOptions redis = redis::ConnectionOptions::FromUrl(checked.redis);
   redis.connect_timeout = options.redis_timeout;
   redis.command_timeout = options.redis_timeout;
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(handler), std::move(endpoints),
-                                     std::move(redis), std::move(seed), NewUuid());
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(handler),
+                                     std::move(checked.coordinators), std::move(redis),
+                                     std::move(seed), NewUuid());
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 

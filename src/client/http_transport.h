@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/http_endpoint.h"
 #include "client/runtime_ports.h"  // PercentEncode
 
 namespace rsc::client {
@@ -48,23 +49,6 @@ inline int64_t SteadyNowMsCeil() {
   const int64_t us = SteadyNowUs();
   return us / 1000 + (us % 1000 != 0 ? 1 : 0);
 }
-
-struct HttpEndpoint {
-  std::string host;
-  int port = 0;
-  std::string ToString() const;
-};
-
-// Accepts "host:port", "http://host:port" (a trailing "/" is ignored) and "[v6]:port".
-// nullopt (and *error) for anything else; https is refused (not implemented).
-std::optional<HttpEndpoint> ParseHttpEndpoint(std::string_view text, std::string* error);
-
-// A coordinator bearer token (SPEC O4) that can be sent: 1..1024 printable ASCII characters
-// without blanks (the coordinator accepts no others).
-bool IsValidBearerToken(std::string_view token);
-// The `Authorization: Bearer <token>` header for HttpTransport::Request; none for "".
-// Precondition: token is "" or IsValidBearerToken.
-std::vector<std::pair<std::string, std::string>> BearerHeaders(const std::string& token);
 
 struct HttpReply {
   int status = 0;     // 0: transport failure (see `error`)

@@ -4,7 +4,7 @@
 // (redis::Reply::DebugString) — the shapes the library's parsers read. The stream semantics
 // behind them are pinned by streams_contract_test.cc; this pins the replies' form, the
 // combined multi-stream read (streams without new entries left out, NOGROUP naming the first
-// stream without the group, nothing read then) and CLIENT UNBLOCK.
+// stream without the group, nothing read then), CLIENT UNBLOCK and the producer's XADD.
 //
 // Normalization: ids are the simulator's (its XADD picks them; the real side is given the
 // same ids explicitly); XPENDING's idle times are zeroed (the model keeps none).
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "client/node_core.h"
+#include "client/publish_call.h"
 #include "client/reader_wire.h"
 #include "redis/connection.h"
 #include "redis/redis_url.h"
@@ -208,6 +209,27 @@ TEST_F(WireContract, ASealAndItsSuccessorReadAsTheCoordinatorWroteThem) {
   Real({"XADD", "{s}:1", "18446744073709551615-18446744073709551615", "rsc-seal", "1", "rsc-next",
         "2:4"});
   Both({"XREADGROUP", "GROUP", "g", "c1", "COUNT", "10", "STREAMS", "{s}:1", ">"});
+}
+
+// The producer's XADD as PublishCall writes it: nil for a missing key (NOMKSTREAM, D3), an id
+// (a bulk string; the ids themselves differ), and Redis's own refusal once the stream is sealed
+// (RS2) — the texts ProducerRuntime::IsStaleTarget reads.
+TEST_F(WireContract, TheProducersXaddAnswersInRedisShapes) {
+  const Command add =
+      client::XaddArgs("{s}:1", {{"key", "k1"}, {"seq", "1"}, {"producer", "p1"}}, true);
+  EXPECT_TRUE(Both(add).IsNil());
+  Both({"XGROUP", "CREATE", "{s}:1", "g", "0", "MKSTREAM"});
+  const Reply real = Real(add);
+  const Reply sim = Sim(add);
+  EXPECT_TRUE(real.IsString()) << real.DebugString();
+  EXPECT_TRUE(sim.IsString()) << sim.DebugString();
+  ASSERT_TRUE(sim_.Seal("{s}:1", 1, "").ok());
+  Real({"XADD", "{s}:1", "18446744073709551615-18446744073709551615", "rsc-seal", "1"});
+  const Reply refused = Both(add);
+  ASSERT_TRUE(refused.IsError());
+  EXPECT_TRUE(client::ProducerRuntime::IsStaleTarget(
+      client::XaddReply{client::XaddReply::Kind::kError, refused.str}))
+      << refused.str;
 }
 
 TEST_F(WireContract, ClientIdAndUnblockOfAClientThatIsNotBlocked) {
