@@ -233,6 +233,16 @@ struct Checker::State {
            t);
   }
 
+  // `name` holds `s` under a grant a rollback marked (see S4 in checkers.h).
+  bool UnderALostGrant(const std::string& name, int32_t s) const {
+    auto it = shards.find(s);
+    if (it == shards.end()) return false;
+    for (const Record& r : it->second.records) {
+      if (r.proc == name && r.end == End::kHolding && r.rolled_back) return true;
+    }
+    return false;
+  }
+
   // An excuse of `name` lifted (it is untainted, or a renewal cleared its window's mark):
   // every overlap of it a rollback excused is judged again if both windows are still active —
   // a split that began inside a rollback's window must not go on unjudged forever.
@@ -819,7 +829,8 @@ struct Checker::State {
         break;
       case HistKind::kDeliver:
         if (p && cfg.check_deliveries_in_lease) OnDeliverLease(name, *p, e);
-        if (auto v = delivery.OnDeliver(e, n, excused_overlap.count(e.shard) > 0)) {
+        if (auto v = delivery.OnDeliver(
+                e, n, excused_overlap.count(e.shard) > 0 || UnderALostGrant(name, e.shard))) {
           Report("S4", std::move(*v), e.t_us);
         }
         break;

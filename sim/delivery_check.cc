@@ -108,8 +108,9 @@ std::optional<std::string> DeliveryCheck::OnDeliver(const HistEvent& e, CheckerC
   }
   ++n.delivered_unique;
   std::optional<std::string> skip;
-  if (!excused && !ks.pending.empty() && ks.pending.begin()->first < e.seq &&
-      ks.reported_skip != ks.pending.begin()->first) {
+  const bool skips = !ks.pending.empty() && ks.pending.begin()->first < e.seq;
+  if (skips && excused) ++n.skips_excused;
+  if (skips && !excused && ks.reported_skip != ks.pending.begin()->first) {
     const auto& [seq, p] = *ks.pending.begin();
     ks.reported_skip = seq;
     skip = fmt::format(

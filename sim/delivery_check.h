@@ -38,8 +38,9 @@ class DeliveryCheck {
   // kPublish (counted by the caller), kLost, kDeliver. OnDeliver returns an S4 message.
   void OnPublish(const HistEvent& e, size_t index, CheckerCounters& n);
   void OnLost(const HistEvent& e, CheckerCounters& n);
-  // `excused`: the shard is in an S1 overlap a rollback excuses; a skip is not reported
-  // (the zombie holder may have taken the skipped entry).
+  // `excused`: the shard is in an S1 overlap a rollback excuses (the zombie holder may have
+  // taken the skipped entry), or the delivery is made under a grant a rollback may have lost;
+  // a skip is not reported (counted in skips_excused).
   std::optional<std::string> OnDeliver(const HistEvent& e, CheckerCounters& n, bool excused);
 
   // S3 at the end of a run: the acked publishes never delivered nor lost, if any.

@@ -23,6 +23,7 @@ void SweepTotals::Add(const SimResult& r) {
   counters.redeliveries += c.redeliveries;
   counters.lost_by_rollback += c.lost_by_rollback;
   counters.overlaps_excused += c.overlaps_excused;
+  counters.skips_excused += c.skips_excused;
   counters.mutex_double_entries += c.mutex_double_entries;
   counters.refused_publishes += c.refused_publishes;
   counters.syncs_after_rollback += c.syncs_after_rollback;
@@ -52,12 +53,12 @@ std::string SweepTotals::Summary() const {
   out += fmt::format("{:<28} {}\n", "history events", events);
   out += fmt::format(
       "{:<28} publishes {} delivered {} redeliveries {} lost-by-rollback {} "
-      "refused {} handoffs {} overlaps-excused {} handoffs-excused {} "
+      "refused {} handoffs {} overlaps-excused {} skips-excused {} handoffs-excused {} "
       "syncs-after-rollback {} mutex-double-entries {} l1-rearms {}\n",
       "checker counters", counters.publishes, counters.delivered_unique, counters.redeliveries,
       counters.lost_by_rollback, counters.refused_publishes, counters.handoffs,
-      counters.overlaps_excused, counters.handoffs_excused, counters.syncs_after_rollback,
-      counters.mutex_double_entries, counters.l1_rearms);
+      counters.overlaps_excused, counters.skips_excused, counters.handoffs_excused,
+      counters.syncs_after_rollback, counters.mutex_double_entries, counters.l1_rearms);
   out += "faults injected:\n";
   for (const auto& [k, v] : faults) out += fmt::format("  {:<26} {}\n", k, v);
   out += "rare-path probes:\n";
