@@ -3,9 +3,15 @@
 // the world, and the two ways to talk to the rest of the system — HTTP to a coordinator
 // endpoint and commands to Redis — with the network's latency and faults applied.
 
-#include <functional>
-#include <string>
+#include <fmt/format.h>
 
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
 #include "server/http_server.h"
 #include "sim/network.h"
 #include "sim/sim_redis.h"
@@ -20,6 +26,21 @@ using RedisExec = std::function<void(SimRedis&, std::function<void(StreamReply)>
 // Replies to commands that never reached Redis, or whose connection broke, carry an error
 // starting with this prefix (the client then reconnects, like hiredis after an I/O error).
 inline constexpr const char* kConnError = "CONN ";
+
+// What a simulated client's options name, as an application's would: coordinator endpoint i
+// and the Redis URL (the simulated network routes by slot, not by these names).
+inline std::vector<std::string> SimCoordinatorEndpoints(int count) {
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) out.push_back(fmt::format("http://coordinator-{}:7700", i));
+  return out;
+}
+inline constexpr const char* kSimRedisUrl = "redis://redis:6379";
+
+// The library's option checks (client/client_options.h) must pass what the simulation draws.
+inline void RequireValidOptions(const std::optional<std::string>& error, const char* client) {
+  if (error) std::fprintf(stderr, "simulated %s options refused: %s\n", client, error->c_str());
+  RSC_CHECK(!error);
+}
 
 class Services {
  public:

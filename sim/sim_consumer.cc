@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <limits>
 
 #include "client/client_options.h"
@@ -20,12 +19,10 @@ namespace {
 ConsumerOptions OptionsOf(const ConsumerParams& p, const ConsumerSlot& slot) {
   using std::chrono::milliseconds;
   ConsumerOptions o;
-  for (int i = 0; i < p.endpoint_count; ++i) {
-    o.coordinator_endpoints.push_back(fmt::format("http://coordinator-{}:7700", i));
-  }
+  o.coordinator_endpoints = SimCoordinatorEndpoints(p.endpoint_count);
   o.stream = p.group.stream;
   o.group = p.group.group;
-  o.redis_url = "redis://redis:6379";
+  o.redis_url = kSimRedisUrl;
   o.instance_id = slot.instance_id;
   o.max_batch = p.max_batch;
   o.block = milliseconds(p.block_ms);
@@ -36,8 +33,7 @@ ConsumerOptions OptionsOf(const ConsumerParams& p, const ConsumerSlot& slot) {
   o.on_event = [](const ConsumerEvent&) {};  // events reach the port's Observe
   client::CheckedEndpoints checked;
   const std::optional<std::string> error = client::CheckConsumerOptions(o, true, &checked);
-  if (error) std::fprintf(stderr, "simulated consumer options refused: %s\n", error->c_str());
-  RSC_CHECK(!error);
+  RequireValidOptions(error, "consumer");
   return o;
 }
 

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
-
 #include "client/client_options.h"
 #include "client/client_status.h"
 #include "core/check.h"
@@ -19,20 +17,17 @@ namespace {
 ProducerOptions OptionsOf(const ProducerParams& p, const ProducerSlot& slot) {
   using std::chrono::milliseconds;
   ProducerOptions o;
-  for (int i = 0; i < p.endpoint_count; ++i) {
-    o.coordinator_endpoints.push_back(fmt::format("http://coordinator-{}:7700", i));
-  }
+  o.coordinator_endpoints = SimCoordinatorEndpoints(p.endpoint_count);
   o.stream = p.group.stream;
   o.group = slot.by_stream ? "" : p.group.group;  // "": the stream's routing (D4)
-  o.redis_url = "redis://redis:6379";
+  o.redis_url = kSimRedisUrl;
   o.http_timeout = milliseconds(p.http_timeout_ms);
   o.retry_initial = milliseconds(100);
   o.retry_max = milliseconds(5000);
   o.endpoint_backoff = milliseconds(100);
   client::CheckedEndpoints checked;
   const std::optional<std::string> error = client::CheckProducerOptions(o, &checked);
-  if (error) std::fprintf(stderr, "simulated producer options refused: %s\n", error->c_str());
-  RSC_CHECK(!error);
+  RequireValidOptions(error, "producer");
   return o;
 }
 

@@ -28,8 +28,8 @@
 // of one key keep their order (the commands of one attempt are in input order, and the
 // entries sent again go in input order); an entry refused by a stale target goes again only
 // on a routing whose version differs from the one it was refused under, and only until the
-// routing lease it was first routed under ends; an XADD whose reply was lost may have been
-// written (kUnknownResult), one never sent was not (kRedisUnavailable, or kStaleRouting when
+// lease of the routing the first refusal came under ends; an XADD whose reply was lost may have
+// been written (kUnknownResult), one never sent was not (kRedisUnavailable, or kStaleRouting when
 // the lease ended before the write).
 
 #include <cstddef>
