@@ -36,6 +36,17 @@ void MemoryStore::SetField(const GroupKey& key, const std::string& field,
 
 void MemoryStore::DeleteHash(const GroupKey& key) { data_.hashes.erase(key.Tag()); }
 
+Result<std::shared_ptr<const GroupMetadata>> MemoryStore::Decoded(const std::string& tag,
+                                                                  const std::string& text) const {
+  auto& [last_text, last] = decoded_[tag];
+  if (last && last_text == text) return last;
+  auto meta = DecodeAggregate(text);
+  if (!meta.ok()) return meta.error();
+  last_text = text;
+  last = std::make_shared<const GroupMetadata>(std::move(meta).value());
+  return last;
+}
+
 Result<StoredGroup> MemoryStore::Load(const GroupKey& key, TimeMs now_ms) {
   RSC_RETURN_IF_ERROR(CheckUp());
   const std::string tag = key.Tag();
@@ -73,14 +84,14 @@ Result<StoredGroup> MemoryStore::Load(const GroupKey& key, TimeMs now_ms) {
   }
   const auto agg = field("aggregate");
   if (!agg) return unreadable("field 'aggregate' is missing");
-  auto meta = DecodeAggregate(*agg);
+  auto meta = Decoded(tag, *agg);
   if (!meta.ok()) return unreadable("aggregate: " + meta.error().message);
-  if (meta->key != key) return unreadable("aggregate names another group");
+  if ((*meta)->key != key) return unreadable("aggregate names another group");
   StoredGroup g;
   g.revision = StoreRevision(*rev);
   g.stamp = AggregateStamp{g.revision, field("writeToken").value_or(""),
                            static_cast<int64_t>(agg->size())};
-  g.meta = std::make_shared<const GroupMetadata>(std::move(meta).value());
+  g.meta = std::move(meta).value();
   const auto& live = data_.live[tag];
   if (live.size() != g.meta->members.size()) {
     g.liveness.deadline_ms = live;  // counts disagree: the whole set (liveness.h)

@@ -7,9 +7,13 @@
 // redis-server and requires identical results: a fake that drifts from Redis fails it.
 //
 // Differences by design: Lock never waits (single-threaded simulation: a busy mutex is a
-// nullopt at once); no parse cache (every Load decodes). Not thread-safe.
+// nullopt at once). Loads keep the last decoded aggregate of each group and reuse it while the
+// stored text is byte for byte the same (Decoded below): a plain cache of a pure function, so
+// no behaviour depends on it — unlike the coordinator's RedisStore cache, whose tokens and
+// EVALSHA forms the integration tests cover. Not thread-safe.
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -78,6 +82,10 @@ class MemoryStore : public MetadataStore {
   void ReplaceLocks(std::map<std::string, LockState> l) { locks_ = std::move(l); }
   // When false, every call fails with REDIS_UNAVAILABLE (Redis down or partitioned).
   void SetAvailable(bool up) { available_ = up; }
+  // DecodeAggregate(text), reusing the last result decoded for `tag` when `text` is the same
+  // (decoding was a sixth of rsc-sim's time: every heartbeat and tick loads its group).
+  Result<std::shared_ptr<const GroupMetadata>> Decoded(const std::string& tag,
+                                                       const std::string& text) const;
 
  private:
   Status CheckUp() const;
@@ -89,6 +97,9 @@ class MemoryStore : public MetadataStore {
   Data data_;
   std::map<std::string, LockState> locks_;
   bool available_ = true;
+  // Per group tag: the aggregate text last decoded and what it decoded to.
+  mutable std::map<std::string, std::pair<std::string, std::shared_ptr<const GroupMetadata>>>
+      decoded_;
 };
 
 }  // namespace rsc::sim

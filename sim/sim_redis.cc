@@ -81,12 +81,13 @@ Replaced ReplacedBy(const MemoryStore& store, const GroupKey& key, const GroupMe
   if (h == store.data().hashes.end()) return out;
   auto agg = h->second.fields.find("aggregate");
   if (agg == h->second.fields.end()) return out;
-  Result<GroupMetadata> old = DecodeAggregate(agg->second);
-  if (!old.ok()) return out;
-  out.version = old->version.value();
-  if (!old->round) return out;
-  if (next.round && next.round->id == old->round->id) return out;  // still going
-  out.round_age_ms = next.updated_ms - old->round->started_ms;
+  auto decoded = store.Decoded(key.Tag(), agg->second);
+  if (!decoded.ok()) return out;
+  const GroupMetadata& old = **decoded;
+  out.version = old.version.value();
+  if (!old.round) return out;
+  if (next.round && next.round->id == old.round->id) return out;  // still going
+  out.round_age_ms = next.updated_ms - old.round->started_ms;
   return out;
 }
 
@@ -166,9 +167,9 @@ std::optional<GroupMetadata> SimRedis::PeekMetadata(const GroupKey& key) const {
   if (it == primary_.data().hashes.end()) return std::nullopt;
   auto agg = it->second.fields.find("aggregate");
   if (agg == it->second.fields.end()) return std::nullopt;
-  Result<GroupMetadata> m = DecodeAggregate(agg->second);
+  auto m = primary_.Decoded(key.Tag(), agg->second);
   if (!m.ok()) return std::nullopt;
-  return std::move(m).value();
+  return **m;
 }
 
 std::optional<Layout> SimRedis::PeekLayout(const std::string& stream) {

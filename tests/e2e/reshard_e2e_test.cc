@@ -146,7 +146,7 @@ class LiveLogs {
   }
 
  private:
-  std::vector<HistEvent> NewEvents(const std::string& path) {
+  sim::History NewEvents(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return {};
     size_t& offset = offsets_[path];

@@ -118,5 +118,41 @@ TEST(FiberSync, AFiberResumedBeforeItsTurnParksAgain) {
   EXPECT_TRUE(waiter_saw_holder_done);
 }
 
+
+// The fibers themselves (sim/fiber.h): strict alternation with the scheduler, Current() on
+// each side, and a body that uses far more stack than a test body usually does (the worker's
+// deepest calls are a few tens of KiB; the stack is 1 MiB).
+int StackHungry(int depth) {
+  volatile int frame[256];  // 1 KiB a frame: 400 KiB at depth 400
+  frame[0] = depth;
+  return depth == 0 ? frame[0] : StackHungry(depth - 1) + frame[0];
+}
+
+TEST(Fiber, RunsInStrictAlternationWithTheSchedulerOnItsOwnStack) {
+  std::vector<std::string> log;
+  std::unique_ptr<Fiber> a, b;
+  auto body = [&](const char* name, std::unique_ptr<Fiber>& self) {
+    return [&, name] {
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(Fiber::Current(), self.get());
+        log.push_back(fmt::format("{}{} {}", name, i, StackHungry(400)));
+        self->Yield();
+      }
+    };
+  };
+  a = std::make_unique<Fiber>(body("a", a));
+  b = std::make_unique<Fiber>(body("b", b));
+  EXPECT_EQ(Fiber::Current(), nullptr);
+  for (int round = 0; round < 3; ++round) {
+    a->Resume();
+    EXPECT_EQ(Fiber::Current(), nullptr);
+    b->Resume();
+    log.push_back(fmt::format("scheduler {}", round));
+  }
+  ASSERT_TRUE(a->finished() && b->finished());
+  EXPECT_EQ(log, (std::vector<std::string>{"a0 80200", "b0 80200", "scheduler 0", "a1 80200",
+                                           "b1 80200", "scheduler 1", "scheduler 2"}));
+}
+
 }  // namespace
 }  // namespace rsc::sim
