@@ -72,7 +72,11 @@ class RedisProcess {
   std::string LogTail(size_t lines = 20) const;
 
  private:
-  ::testing::AssertionResult Launch();
+  // `port_taken`: another redis-server already answered on port_ (see Launch).
+  ::testing::AssertionResult Launch(bool* port_taken);
+  // Whether the server answering on port_ is the one this object spawned (INFO's
+  // process_id); true when that cannot be asked (an ACL refusing INFO).
+  bool AnsweredByOurs() const;
   bool Reap(std::chrono::milliseconds wait);  // waits for exit; true if exited
   std::vector<std::string> Args() const;
 
