@@ -29,6 +29,26 @@ TEST(RedisProcessTest, StartFailureExplainsItselfWithTheLog) {
   EXPECT_FALSE(p.running());
 }
 
+// Two tests that pick the same port at once: the second server cannot bind, and until it
+// has exited the first one answers the second's PING. Taking that for a start made two CI
+// tests share one server (StoreFailureTest, 2026-12-05).
+TEST(RedisProcessTest, AServerOnAPortAnotherServerHoldsDoesNotCountAsStarted) {
+  RedisProcess first;
+  ASSERT_TRUE(first.Start());
+  ASSERT_TRUE(first.Cli()->Run({"SET", "owner", "first"}).ok());
+  RedisProcessOptions opts;
+  opts.port = first.Port();
+  RedisProcess second(opts);
+  auto started = second.Start();
+  ASSERT_FALSE(started) << "the second server counted as started on the first one's port";
+  const std::string why = started.message();
+  EXPECT_TRUE(why.find("answered by another redis-server") != std::string::npos ||
+              why.find("exited during start-up") != std::string::npos)
+      << why;
+  EXPECT_FALSE(second.running());
+  EXPECT_EQ(first.Cli()->Run({"GET", "owner"}).str, "first");  // the first one untouched
+}
+
 TEST(RedisProcessTest, RestartKeepsPortAndDirectoryAndSaveKeepsData) {
   RedisProcess p;
   ASSERT_TRUE(p.Start());

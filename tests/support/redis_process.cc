@@ -98,7 +98,8 @@ std::string Tail(const std::string& path, size_t lines) {
 
 }  // namespace
 
-RedisProcess::RedisProcess(RedisProcessOptions options) : options_(std::move(options)) {
+RedisProcess::RedisProcess(RedisProcessOptions options)
+    : options_(std::move(options)), port_(options_.port) {
   char tmpl[] = "/tmp/rsc-redis-XXXXXX";
   const char* dir = ::mkdtemp(tmpl);
   dir_ = dir != nullptr ? dir : "";

@@ -33,6 +33,7 @@ struct RedisProcessOptions {
   // {"--rename-command", "EVALSHA", ""}. "--repl-diskless-sync-delay 0" is always set.
   std::vector<std::string> extra_args;
   std::chrono::milliseconds start_timeout{10000};
+  int port = 0;  // 0: a free loopback port is picked (again if the first is taken)
 };
 
 class RedisProcess {
