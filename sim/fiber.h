@@ -13,8 +13,8 @@
 // link anyway. Fibers used to be threads handing control over through a condition variable;
 // each switch then cost two futex calls and a trip through the kernel's scheduler, a quarter
 // of rsc-sim's time (measured with perf). A switch is now a register save and restore. The
-// switches are announced to AddressSanitizer and ThreadSanitizer (their fiber interfaces), so
-// the asan and tsan presets follow the stacks.
+// switches are announced to AddressSanitizer and ThreadSanitizer (their fiber interfaces);
+// checked under the asan preset and, for the switch code alone, under TSan (docs/testing.md).
 //
 // Rules: only the scheduler calls Resume(); only the fiber calls Yield(). A fiber body must
 // not block on anything but Yield() (a std::mutex held by a parked fiber would deadlock the
