@@ -493,6 +493,7 @@ class PipelinedReader : public ReaderCoreTest {
   static ReaderCoreConfig Small() {
     ReaderCoreConfig c = Config();
     c.max_batch = 2;
+    c.read_ahead = false;  // the pipelined form alone (ReadAheadReader covers both)
     return c;
   }
   // Handles `ids` in order.
@@ -598,6 +599,222 @@ TEST_F(PipelinedReader, WithoutThePortsConsentEverythingGoesAlone) {
   core_.OnReply(Acked(2));
   c = ExpectCommand(Cmd::kReadLive);
   EXPECT_FALSE(c.check_foreign);
+}
+
+// Read-ahead (docs/design/read-ahead.md): while the handler runs a full live batch, the next
+// batch's read is already out; that batch is handled only after the one in hand was XACKed
+// and its own late-read check passed.
+class ReadAheadReader : public ReaderCoreTest {
+ protected:
+  ReadAheadReader() : ReaderCoreTest(Small()) {}
+  static ReaderCoreConfig Small() {
+    ReaderCoreConfig c = Config();
+    c.max_batch = 2;
+    return c;
+  }
+  // Expects the read-ahead: a live read with no XACK in front and no check behind.
+  void ExpectReadAhead() {
+    const ReaderCommand c = ExpectCommand(Cmd::kReadLive);
+    EXPECT_EQ(c.block_ms, 1) << "a shard that caught up must answer at once";
+    EXPECT_TRUE(c.ids.empty());
+    EXPECT_FALSE(c.check_foreign);
+  }
+  void Handle(const std::string& id) {
+    ExpectDeliver(id);
+    core_.OnHandled(HandlerResult::Ok());
+  }
+  static ReaderReply LowestAt(std::string owner, std::string id) {
+    ReaderReply r = Lowest(std::move(owner));
+    r.lowest_id = std::move(id);
+    return r;
+  }
+};
+
+TEST_F(ReadAheadReader, AFullBatchReadsTheNextWhileItsHandlerRunsAndChecksItAfterTheAck) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  EXPECT_EQ(stats_.read_aheads.load(), 1);
+  EXPECT_TRUE(core_.command_in_flight());
+  ExpectDeliver("5-0");  // the handler runs while the read is out
+  core_.OnReply(Entries({"7-0", "8-0"}));
+  EXPECT_TRUE(core_.has_ahead());
+  core_.OnHandled(HandlerResult::Ok());
+  Handle("6-0");
+  // Order: the batch ahead waits until the batch in hand is XACKed; its check rides behind
+  // that XACK.
+  ReaderCommand c = ExpectCommand(Cmd::kAck);
+  EXPECT_EQ(c.ids, (std::vector<std::string>{"5-0", "6-0"}));
+  EXPECT_TRUE(c.check_foreign);
+  ReaderReply acked = LowestAt("me", "7-0");
+  acked.count = 2;
+  acked.checked = true;
+  core_.OnReply(std::move(acked));
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kAck), (std::vector<std::string>{"5-0", "6-0"}));
+  ExpectReadAhead();  // full again: the next read goes out before 7-0 is handled
+  Handle("7-0");
+  core_.OnReply(Entries({}));  // caught up
+  Handle("8-0");
+  c = ExpectCommand(Cmd::kAck);
+  EXPECT_FALSE(c.check_foreign) << "no batch ahead: nothing to check";
+  core_.OnReply(Acked(2));
+  c = ExpectCommand(Cmd::kReadLive);  // the ordinary blocking read
+  EXPECT_EQ(c.block_ms, 1000);
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kDeliver),
+            (std::vector<std::string>{"5-0", "6-0", "7-0", "8-0"}));
+  EXPECT_EQ(stats_.read_aheads.load(), 2);
+}
+
+TEST_F(ReadAheadReader, TheBatchAheadIsNeverHandledBeforeItsCheckFindsNothingReadBehindOurBack) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  core_.OnReply(Entries({"9-0", "10-0"}));
+  Handle("5-0");
+  Handle("6-0");
+  ExpectCommand(Cmd::kAck);
+  // A previous owner's late read took 7-0 and 8-0 between our two reads.
+  ReaderReply acked = LowestAt("previous-owner", "7-0");
+  acked.count = 2;
+  acked.checked = true;
+  core_.OnReply(std::move(acked));
+  EXPECT_EQ(stats_.foreign_claims.load(), 1);
+  ExpectCommand(Cmd::kCreateGroup);
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kDeliver), (std::vector<std::string>{"5-0", "6-0"}));
+}
+
+TEST_F(ReadAheadReader, ABatchThatEndsWhileTheReadAheadIsOutWaitsForItsReply) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  Handle("5-0");
+  Handle("6-0");
+  EXPECT_EQ(Next().kind, Kind::kIdle) << "one command at a time: no XACK while the read is out";
+  core_.OnReply(Entries({"7-0"}));
+  ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(2));  // a port that did not run the check behind: it goes alone
+  ExpectCommand(Cmd::kCheckForeign);
+  core_.OnReply(LowestAt("me", "7-0"));
+  Handle("7-0");  // a partial batch: no read-ahead during it
+  ExpectCommand(Cmd::kAck);
+  EXPECT_EQ(stats_.read_aheads.load(), 1);
+}
+
+TEST_F(ReadAheadReader, ADrainLeavesTheBatchAheadPendingForTheNextOwner) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  core_.OnReply(Entries({"7-0", "8-0"}));
+  Handle("5-0");
+  core_.Drain();
+  Handle("6-0");  // the batch in hand is finished
+  const ReaderCommand c = ExpectCommand(Cmd::kAck);
+  EXPECT_EQ(c.ids, (std::vector<std::string>{"5-0", "6-0"}));
+  core_.OnReply(Acked(2));
+  const ReaderAction a = Next();
+  EXPECT_EQ(a.kind, Kind::kFinished);
+  EXPECT_TRUE(a.drained);
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kDeliver), (std::vector<std::string>{"5-0", "6-0"}));
+}
+
+TEST_F(ReadAheadReader, ADrainWhileTheReadAheadIsOutUsesNothingItBrings) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  core_.Drain();
+  Handle("5-0");
+  Handle("6-0");
+  EXPECT_EQ(Next().kind, Kind::kIdle);
+  core_.OnReply(Entries({"7-0", "8-0"}));
+  ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(2));
+  EXPECT_EQ(Next().kind, Kind::kFinished);
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kDeliver), (std::vector<std::string>{"5-0", "6-0"}));
+}
+
+TEST_F(ReadAheadReader, AnAbandonWaitsForTheReadAheadAndHandlesNothingMore) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  ExpectDeliver("5-0");
+  core_.Abandon("fenced");
+  core_.OnHandled(HandlerResult::Ok());
+  EXPECT_EQ(Next().kind, Kind::kIdle) << "not finished while its read is out";
+  core_.OnReply(Entries({"7-0", "8-0"}));
+  const ReaderAction a = Next();
+  EXPECT_EQ(a.kind, Kind::kFinished);
+  EXPECT_FALSE(a.drained);
+  EXPECT_TRUE(ctx_.Of(ConsumerEventKind::kAck).empty());
+  EXPECT_EQ(ctx_.Of(ConsumerEventKind::kDeliver), (std::vector<std::string>{"5-0"}));
+}
+
+TEST_F(ReadAheadReader, ALeaseEndDropsTheBatchAheadAndRereadsThePendingListAfterTheRead) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  Handle("5-0");
+  ctx_.may_process = false;  // the lease ended
+  EXPECT_EQ(Next().kind, Kind::kIdle) << "the pending list is read only after the read-ahead";
+  ctx_.may_process = true;  // renewed
+  core_.OnReply(Entries({"7-0", "8-0"}));
+  const ReaderCommand c = ExpectCommand(Cmd::kReadPending);
+  EXPECT_EQ(c.cursor, "0") << "5-0 … 8-0 come back from the pending list, in order";
+  EXPECT_FALSE(core_.has_ahead());
+  EXPECT_TRUE(ctx_.Of(ConsumerEventKind::kAck).empty());
+}
+
+TEST_F(ReadAheadReader, AFailedReadAheadLeavesTheBatchInHandToFinish) {
+  ToLive();
+  LiveBatch({"5-0", "6-0"});
+  ExpectReadAhead();
+  core_.OnReply(ReaderReply::Error(ReaderReply::Kind::kTransport, "reset"));
+  EXPECT_NE(stats_.redis_error().find("reset"), std::string::npos);
+  Handle("5-0");
+  Handle("6-0");
+  ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(2));
+  ExpectCommand(Cmd::kReadLive);
+  // Whatever the failed read took is pending under our name below this batch: the check
+  // finds it and the pending list is read again first.
+  core_.OnReply(Entries({"9-0", "10-0"}));
+  ExpectCommand(Cmd::kCheckForeign);
+  core_.OnReply(LowestAt("me", "7-0"));
+  ExpectCommand(Cmd::kCreateGroup);
+}
+
+TEST_F(ReadAheadReader, NoReadAheadPastASealOrWithoutBudget) {
+  ToLive();
+  LiveBatch({"5-0", kSeal});
+  ExpectDeliver("5-0");  // nothing can follow a seal (RS2)
+  core_.OnHandled(HandlerResult::Ok());
+  ExpectCommand(Cmd::kAck);
+  core_.OnReply(Acked(2));
+  LiveBatch({"7-0", "8-0"});
+  ctx_.budget_ms = 0;  // the lease still lets us handle, not read (C1/C4)
+  Handle("7-0");
+  Handle("8-0");
+  ExpectCommand(Cmd::kAck);
+  EXPECT_EQ(stats_.read_aheads.load(), 0);
+}
+
+TEST(ReadAheadOff, EveryReadWaitsForTheBatchBefore) {
+  FakeContext ctx;
+  DeliveryStats stats;
+  ReaderCoreConfig config = Config();
+  config.max_batch = 2;
+  config.read_ahead = false;
+  ReaderCore core(config, &ctx, &stats, false);
+  for (Cmd kind : {Cmd::kCreateGroup, Cmd::kAutoClaim, Cmd::kReadPending, Cmd::kReadLive}) {
+    const ReaderAction a = core.Next();
+    ASSERT_EQ(a.command.kind, kind);
+    core.OnReply(kind == Cmd::kAutoClaim  ? Claimed("0-0", 0)
+                 : kind == Cmd::kReadLive ? Entries({"5-0", "6-0"})
+                                          : Ok());
+  }
+  ASSERT_EQ(core.Next().command.kind, Cmd::kCheckForeign);
+  core.OnReply(Lowest("me"));
+  EXPECT_EQ(core.Next().kind, Kind::kDeliver);
+  EXPECT_EQ(stats.read_aheads.load(), 0);
 }
 
 class ReaderPolicyTest : public ReaderCoreTest {
