@@ -6,10 +6,7 @@
 //   scripts/netns.sh build/bench/e2e_throughput [--messages 50000] [--consumers 1,2,4]
 //       [--shards 4,16] [--size 100] [--batch 1000] [--repeat 3] [--seconds 20]
 //       [--coordinator PATH] [--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000]
-//       [--json FILE] [--no-read-ahead]
-//
-// --no-read-ahead: the consumers run with ConsumerOptions::read_ahead off (a same-run baseline
-// for the read-ahead, docs/design/read-ahead.md).
+//       [--json FILE]
 //
 // --json FILE: the grid's rows (the tables below) also go to FILE as JSON (bench/run.sh).
 //
@@ -485,9 +482,6 @@ void CreateGroup(int coordinator_port, const std::string& stream, int m,
   if (created != 201) Die(fmt::format("creating group {}/g: HTTP {}", stream, created));
 }
 
-// ConsumerOptions::read_ahead of every consumer the bench starts (--no-read-ahead).
-bool g_read_ahead = true;
-
 // n started consumers of group g of `stream`.
 std::vector<std::unique_ptr<rsc::Consumer>> StartConsumers(const std::string& endpoint,
                                                            const std::string& stream,
@@ -501,7 +495,6 @@ std::vector<std::unique_ptr<rsc::Consumer>> StartConsumers(const std::string& en
     o.group = "g";
     o.redis_url = redis_url;
     o.block = milliseconds(250);  // only bounds idle reads (and how long a drain waits)
-    o.read_ahead = g_read_ahead;
     auto c = rsc::Consumer::Create(o, handler);
     if (!c.ok()) Die(c.error().message);
     consumers.push_back(std::move(c).value());
@@ -1219,15 +1212,13 @@ int main(int argc, char** argv) {
       cfg.reshard = ParseList(argv[++i]);
     } else if (a == "--json" && has) {
       cfg.json = argv[++i];
-    } else if (a == "--no-read-ahead") {
-      g_read_ahead = false;
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
-                   "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH] "
-                   "[--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000] [--json FILE] "
-                   "[--no-read-ahead]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--messages K] [--consumers 1,2,4] [--shards 4,16] [--size 100] "
+          "[--batch 1000] [--repeat 3] [--seconds 20] [--coordinator PATH] "
+          "[--resources 16,256,1024] [--cluster] [--reshard 0,10000,100000] [--json FILE]\n",
+          argv[0]);
       return 2;
     }
   }

@@ -213,12 +213,6 @@ struct ConsumerOptions {
   // BLOCK of each XREADGROUP, further capped by the remaining assignment lease. Also bounds
   // how long a drain waits for a read in progress.
   std::chrono::milliseconds block{1000};
-  // During a backlog (a read that brought max_batch entries), read the shard's next batch
-  // while the handler runs the current one, so Redis and the handler work at the same time.
-  // A shard then holds up to 2 × max_batch entries read; a drain leaves the batch read ahead
-  // pending for the next owner (docs/protocol.md C7). False: each read waits for the batch
-  // before it to be handled and acknowledged.
-  bool read_ahead = true;
 
   // Handlers of different shards run concurrently on a pool of at most this many threads,
   // started on demand (messages of one shard are always handled one at a time, in order).
@@ -289,8 +283,6 @@ struct ConsumerStatus {
   // Times a reader found entries that a previous owner's late read took after the takeover
   // (pending for another consumer name) and claimed them back before going on.
   int64_t late_read_reclaims = 0;
-  // Reads sent while the handler ran a full batch (read-ahead during a backlog).
-  int64_t read_aheads = 0;
   int64_t handler_failures = 0;  // failed attempts
   int64_t dead_lettered = 0;
   std::string last_handler_error;

@@ -89,7 +89,6 @@ ConsumerRuntimeOptions ConsumerRuntimeOptionsOf(const ConsumerOptions& o,
   r.reader.consumer_name = o.consumer_name.empty() ? member_id : o.consumer_name;
   r.reader.max_batch = o.max_batch;
   r.reader.block_ms = o.block.count();
-  r.reader.read_ahead = o.read_ahead;
   r.reader.policy = o.on_handler_error;
   r.reader.max_attempts = o.max_attempts;
   r.reader.retry_initial_ms = o.handler_retry_initial.count();

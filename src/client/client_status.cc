@@ -35,7 +35,6 @@ rsc::ConsumerStatus ConsumerStatusOf(const ConsumerOptions& options, const Consu
   out.messages_acked = stats.acked.load();
   out.messages_claimed = stats.claimed.load();
   out.late_read_reclaims = stats.foreign_claims.load();
-  out.read_aheads = stats.read_aheads.load();
   out.handler_failures = stats.handler_failures.load();
   out.dead_lettered = stats.dead_lettered.load();
   out.last_handler_error = stats.handler_error();

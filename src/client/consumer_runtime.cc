@@ -47,10 +47,7 @@ struct ConsumerRuntime::ReaderState {
   uint64_t predecessor = 0;  // 0: none
   std::unique_ptr<Context> context;
   std::unique_ptr<ReaderCore> core;
-  // A reader may have a command out while its handler runs (a read-ahead, reader_core.h):
-  // `command` and `busy` are apart. "Finished" needs both clear (the core says when).
-  bool command = false;
-  enum class Busy { kNone, kHandler, kSleep } busy = Busy::kNone;
+  enum class Busy { kNone, kCommand, kHandler, kSleep } busy = Busy::kNone;
   TimeMs sleep_until = 0;
   bool finished = false;
   TimeMs reported_lease = -1;  // the lease end its last kAcquire/kLease event said
@@ -63,7 +60,7 @@ struct ConsumerRuntime::ReaderState {
     i.acquired = core->acquired();
     i.draining = core->drain_requested();
     i.abandoned = core->abandoned();
-    i.command_in_flight = command;
+    i.command_in_flight = busy == Busy::kCommand;
     return i;
   }
 };
@@ -141,8 +138,8 @@ void ConsumerRuntime::OnHttp(uint64_t call, HttpOutcome outcome) {
 
 void ConsumerRuntime::OnRedisReply(uint64_t reader, ReaderReply reply) {
   ReaderState* r = Find(reader);
-  if (r == nullptr || !r->command) return;
-  r->command = false;
+  if (r == nullptr || r->busy != ReaderState::Busy::kCommand) return;
+  r->busy = ReaderState::Busy::kNone;
   r->core->OnReply(std::move(reply));
   runnable_.insert(reader);
   Settle();
@@ -542,10 +539,9 @@ void ConsumerRuntime::Step(ReaderState& r) {
         sleeps_.insert({r.sleep_until, r.id});
         return;
       case ReaderAction::Kind::kCommand:
-        // The core sends one command at a time; after a read-ahead it goes on to the handler.
-        r.command = true;
+        r.busy = ReaderState::Busy::kCommand;
         ports_->Redis(r.id, r.core->config(), a.command);
-        continue;
+        return;
       case ReaderAction::Kind::kDeliver:
         r.busy = ReaderState::Busy::kHandler;
         ports_->Handle(r.id, std::move(a.message));

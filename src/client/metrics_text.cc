@@ -64,7 +64,7 @@ std::function<std::optional<double>(const Snapshot&)> SizeOf(T Snapshot::*field)
 
 // The families of a consumer. Names follow the seed's §11 signals where it names one
 // (assignment lease remaining, revoking shards per member); the rest are ConsumerStatus.
-const std::array<FamilySpec<ConsumerStatus>, 23> kConsumerFamilies = {{
+const std::array<FamilySpec<ConsumerStatus>, 22> kConsumerFamilies = {{
     {"rsc_consumer_assignment_lease_remaining_seconds",
      "Consumer assignment lease remaining time: seconds until this member must stop reading "
      "its shards unless a heartbeat renews the lease (0 without a lease or once it ended; "
@@ -120,9 +120,6 @@ const std::array<FamilySpec<ConsumerStatus>, 23> kConsumerFamilies = {{
      "Times a reader claimed back entries that a previous owner's late read took after the "
      "takeover",
      kCounter, Of(&ConsumerStatus::late_read_reclaims)},
-    {"rsc_consumer_read_ahead_total",
-     "Reads sent while the handler ran the batch before (read-ahead during a backlog)", kCounter,
-     Of(&ConsumerStatus::read_aheads)},
     {"rsc_consumer_handler_failures_total", "Handler attempts that failed or threw", kCounter,
      Of(&ConsumerStatus::handler_failures)},
     {"rsc_consumer_dead_lettered_total", "Entries moved to a dead-letter stream and acknowledged",

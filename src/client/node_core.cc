@@ -72,11 +72,6 @@ NodeCommand MakeNodeCommand(uint64_t token, const ReaderCoreConfig& config,
   cmd.kind = command.kind;
   cmd.key = config.stream;
   cmd.args = ReaderCommandArgs(config, command);
-  if (command.kind == ReaderCommandKind::kAck && command.check_foreign) {
-    ReaderCommand check;
-    check.kind = ReaderCommandKind::kCheckForeign;
-    cmd.check_args = ReaderCommandArgs(config, check);
-  }
   return cmd;
 }
 
@@ -202,7 +197,6 @@ std::vector<const redis::Command*> NodeCore::CommandWire(const std::vector<Queue
     if (q.type == Queued::Type::kAnswerNil || q.command.args.empty()) continue;
     if (q.command.asking) cmds.push_back(&kAsking);
     cmds.push_back(&q.command.args);
-    if (!q.command.check_args.empty()) cmds.push_back(&q.command.check_args);
     ++*(q.type == Queued::Type::kUnblock ? unblocks : commands);
   }
   return cmds;
@@ -224,43 +218,20 @@ void NodeCore::AnswerCommands(std::vector<Queued>& batch,
     if (q.type == Queued::Type::kAnswerNil || q.command.args.empty()) continue;  // answered
     if (q.command.asking) (void)take();                                          // ASKING's +OK
     std::optional<redis::Reply>* slot = take();
-    std::optional<redis::Reply>* check_slot = q.command.check_args.empty() ? nullptr : take();
     if (q.type != Queued::Type::kCommand) continue;
     redis::Reply* reply = slot != nullptr && slot->has_value() ? &**slot : nullptr;
     if (reply != nullptr && cluster_ && wire::IsRedirect(*reply)) {
-      // The check names the same key: it went the same wrong way. Both are sent again.
       q.command.redirect = std::move(reply->str);
       out->bounced_commands.push_back(std::move(q.command));
       continue;
     }
     ReaderCommand as;
     as.kind = q.command.kind;
-    ReaderReply answer = reply != nullptr
-                             ? ParseReaderReply(as, *reply)
-                             : ReaderReply::Error(ReaderReply::Kind::kTransport, error);
-    if (check_slot != nullptr && answer.ok()) AddCheck(check_slot, error, &answer);
-    out->answers.push_back({q.command.token, std::move(answer)});
+    out->answers.push_back(
+        {q.command.token, reply != nullptr
+                              ? ParseReaderReply(as, *reply)
+                              : ReaderReply::Error(ReaderReply::Kind::kTransport, error)});
   }
-}
-
-void NodeCore::AddCheck(std::optional<redis::Reply>* slot, const std::string& error,
-                        ReaderReply* answer) {
-  // The XACK went first: a failed check fails the whole answer (the reader then reads its
-  // pending list again: nothing is handled on an unchecked batch).
-  if (slot == nullptr || !slot->has_value()) {
-    *answer = ReaderReply::Error(ReaderReply::Kind::kTransport, error);
-    return;
-  }
-  ReaderCommand as;
-  as.kind = ReaderCommandKind::kCheckForeign;
-  ReaderReply check = ParseReaderReply(as, **slot);
-  if (!check.ok()) {
-    *answer = std::move(check);
-    return;
-  }
-  answer->checked = true;
-  answer->lowest_owner = std::move(check.lowest_owner);
-  answer->lowest_id = std::move(check.lowest_id);
 }
 
 void NodeCore::OnCommandReplies(std::vector<Queued>& batch,
@@ -273,7 +244,6 @@ void NodeCore::OnCommandReplies(std::vector<Queued>& batch,
     if (q.command.asking) ++next;
     const std::optional<redis::Reply>* reply = next < replies.size() ? &replies[next] : nullptr;
     ++next;
-    if (!q.command.check_args.empty()) ++next;
     if (q.type != Queued::Type::kUnblock) continue;
     const bool received = reply != nullptr && reply->has_value();
     const bool unblocked = received && (*reply)->IsInteger() && (*reply)->integer == 1;

@@ -61,9 +61,6 @@ struct NodeCommand {
   ReaderCommandKind kind = ReaderCommandKind::kCreateGroup;
   std::string key;  // the shard stream: routes the command
   std::vector<std::string> args;
-  // kAck with ReaderCommand::check_foreign: XPENDING stream G - + 1 right behind it, in the
-  // same pipeline (its answer goes into the XACK's, ReaderReply::checked).
-  std::vector<std::string> check_args;
   bool asking = false;   // send ASKING first (an ASK redirection)
   int redirects = 0;     // redirections followed so far
   std::string redirect;  // bounced: the MOVED/ASK reply text
@@ -226,9 +223,6 @@ class NodeCore {
   void ChooseBlocking(TimePoint now);
   void ChoosePolls();
   static void AddPipelined(Bucket& bucket);
-  // Puts the answer of the check behind an XACK (NodeCommand::check_args) into its answer.
-  static void AddCheck(std::optional<redis::Reply>* slot, const std::string& error,
-                       ReaderReply* answer);
   // A read taken out of the live queue unsent (cancelled, or its block time ran out while
   // it waited): see node_core.cc.
   void AnswerUnsent(NodeRead read, bool may_ack);

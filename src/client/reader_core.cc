@@ -107,12 +107,6 @@ void ReaderCore::OnWake() {
 }
 
 void ReaderCore::OnReply(ReaderReply reply) {
-  if (ahead_in_flight_) {  // the only command out (command_in_flight)
-    ahead_in_flight_ = false;
-    if (await_ == Await::kReply) await_ = Await::kNone;
-    OnAheadReply(reply);
-    return;
-  }
   if (await_ != Await::kReply) return;
   await_ = Await::kNone;
   // Abandoned: nothing the reply brings is handled or XACKed (MayHandle says no), and the
@@ -241,24 +235,6 @@ void ReaderCore::OnReadReply(ReaderReply& reply, bool live) {
   foreign_check_ = true;
 }
 
-void ReaderCore::OnAheadReply(ReaderReply& reply) {
-  const bool stale = ahead_stale_;
-  ahead_stale_ = false;
-  if (!reply.ok()) {
-    // Not a failure of the batch in hand, which goes on. Whatever the read took stays
-    // pending under our name: the late-read check after our next read finds it below that
-    // read's batch and sends us back to the pending list (LateReadFound), so it is handled in
-    // order. A failed connection fails the batch's XACK too.
-    if (!abandon_) RecordRedisError(reply);
-    return;
-  }
-  // Dropped (the batch it was to follow was cut or interrupted), draining or abandoned: its
-  // entries stay pending, for our re-read of the pending list or for the next owner's claim.
-  if (stale || drain_ || abandon_ || reply.entries.empty()) return;
-  ahead_full_ = static_cast<int>(reply.entries.size()) >= config_.max_batch;
-  ahead_ = std::move(reply.entries);
-}
-
 void ReaderCore::OnForeignReply(const ReaderReply& reply) {
   foreign_check_ = false;
   if (!reply.ok()) {
@@ -310,17 +286,6 @@ void ReaderCore::OnAckReply(const ReaderReply& reply) {
     if (id != kSealId) Emit(ConsumerEventKind::kAck, id, "xack");
   }
   acks_.clear();
-  if (!ahead_.empty() && !reread) {
-    // The batch in hand is XACKed: the read-ahead batch comes next, after its own late-read
-    // check (which rode behind the XACK). A drain or an abandon leaves it pending (the next
-    // owner claims it first).
-    if (drain_ || abandon_ || halted_) {
-      DropAhead();
-    } else {
-      PromoteAhead();
-      if (reply.checked) OnForeignReply(reply);
-    }
-  }
   if (seal_in_acks_) {
     // RS3: the seal is XACKed, so everything before it was handled and XACKed (each batch
     // is, in order, before the next read): the shard is read to its end for this group.
@@ -402,10 +367,6 @@ ReaderAction ReaderCore::Next() {
 
 std::optional<ReaderAction> ReaderCore::Step() {
   if (finished_ || await_ != Await::kNone) return Idle();
-  if (ahead_in_flight_ && !MayStepWithAheadInFlight()) {
-    await_ = Await::kReply;  // one command at a time: wait for the read-ahead's reply
-    return Idle();
-  }
   // Abandoned: a batch in hand ends at once in Process/CheckForeign (MayHandle is false).
   if (abandon_ && !batch_active_ && !foreign_check_) return Finish(false);
   if (waiting_predecessor_) {
@@ -542,7 +503,6 @@ std::optional<ReaderAction> ReaderCore::Process() {
       Cut();
       return std::nullopt;
     }
-    if (std::optional<ReaderAction> ahead = ReadAhead()) return ahead;
     if (attempt_ == 0) retry_backoff_ms_ = config_.retry_initial_ms;
     ++attempt_;
     Emit(ConsumerEventKind::kDeliver, entry.id, {}, &entry.fields, attempt_);
@@ -552,23 +512,19 @@ std::optional<ReaderAction> ReaderCore::Process() {
     await_ = Await::kHandler;
     return a;
   }
-  // The batch is done, or cut short: XACK what the handler completed (a read-ahead still
-  // in flight was waited for in Step).
+  // The batch is done, or cut short: XACK what the handler completed.
   batch_active_ = false;
-  ahead_tried_ = false;
   const bool cut = cut_;
   cut_ = false;
   if (!acks_.empty()) {
     if (MayHandle()) {
-      if (!cut && ahead_.empty()) {
+      if (!cut) {
         if (std::optional<ReaderAction> read = AckWithRead()) return read;
       }
       ack_then_reread_ = cut;
       ReaderCommand c;
       c.kind = ReaderCommandKind::kAck;
       c.ids = acks_;
-      // The read-ahead batch's late-read check, after this XACK (PromoteAhead).
-      c.check_foreign = !cut && !ahead_.empty() && !drain_;
       return Command(std::move(c));
     }
     Interrupt();  // the lease ended: the entries stay pending, read again from the start
@@ -579,65 +535,8 @@ std::optional<ReaderAction> ReaderCore::Process() {
   } else {
     batch_.clear();
     next_ = 0;
-    if (!ahead_.empty()) {
-      if (drain_) {
-        DropAhead();
-      } else {
-        PromoteAhead();
-      }
-    }
   }
   return std::nullopt;
-}
-
-std::optional<ReaderAction> ReaderCore::ReadAhead() {
-  // docs/design/read-ahead.md: only in the live stage, only after a full batch (a backlog:
-  // an idle shard costs no extra read), once per batch, never past a seal (nothing follows
-  // it, RS2), and not once the reader is to stop.
-  if (!config_.read_ahead || ahead_tried_ || stage_ != Stage::kLive || !full_batch_ || drain_ ||
-      halted_ || abandon_ || batch_.empty() || batch_.back().id == kSealId) {
-    return std::nullopt;
-  }
-  ahead_tried_ = true;
-  // C1/C4 as for any read. BLOCK 1: a shard that caught up answers at once with nothing,
-  // and the read after the batch is then the ordinary blocking one.
-  const int64_t budget = context_->ReadBudgetMs(config_.shard);
-  if (budget <= 0) return std::nullopt;
-  ReaderCommand c;
-  c.kind = ReaderCommandKind::kReadLive;
-  c.count = config_.max_batch;
-  c.block_ms = 1;
-  Emit(ConsumerEventKind::kRead, {}, "XREADGROUP");
-  stats_->read_aheads.fetch_add(1);
-  in_flight_ = c.kind;
-  ahead_in_flight_ = true;
-  ahead_stale_ = false;
-  ReaderAction a;
-  a.kind = ReaderAction::Kind::kCommand;
-  a.command = std::move(c);
-  return a;
-}
-
-void ReaderCore::PromoteAhead() {
-  batch_ = std::move(ahead_);
-  ahead_.clear();
-  next_ = 0;
-  full_batch_ = ahead_full_;
-  ahead_full_ = false;
-  // C7 step 5: checked now, after the XACK of the batch before: our pending list holds only
-  // this batch, so an entry read behind our back shows as the group's lowest pending one.
-  foreign_check_ = true;
-}
-
-void ReaderCore::DropAhead() {
-  ahead_.clear();
-  ahead_full_ = false;
-  if (ahead_in_flight_) ahead_stale_ = true;
-}
-
-bool ReaderCore::MayStepWithAheadInFlight() const {
-  return !abandon_ && !sleep_first_ && !foreign_check_ && batch_active_ && !cut_ &&
-         next_ < batch_.size() && !dead_letter_;
 }
 
 std::optional<ReaderAction> ReaderCore::AckWithRead() {
@@ -677,7 +576,6 @@ ReaderAction ReaderCore::Sleep(TimeMs ms) {
 
 ReaderAction ReaderCore::Finish(bool drained) {
   finished_ = true;
-  DropAhead();  // left pending: the next owner claims it (C7)
   // Nothing more is read or handled by this reader: the last command and the last handler
   // call have returned. Reported before the driver reports the drain, so the release
   // precedes the REVOKED report and with it any handoff of the shard.
@@ -702,8 +600,6 @@ void ReaderCore::Failed(const ReaderReply& reply) {
   attempt_ = 0;
   dead_letter_.reset();
   claim_ids_.clear();
-  ahead_tried_ = false;
-  DropAhead();
   // NOGROUP: the stream or the group was deleted under us; the setup recreates it at once.
   if (reply.kind == ReaderReply::Kind::kError && reply.error.starts_with("NOGROUP")) return;
   sleep_first_ = backoff_ms_;
@@ -721,8 +617,6 @@ void ReaderCore::Interrupt() {
   cut_ = false;
   attempt_ = 0;
   dead_letter_.reset();
-  ahead_tried_ = false;
-  DropAhead();  // read again from the pending list with the rest, in order
   stage_ = Stage::kPending;
   pending_cursor_ = "0";
 }

@@ -19,15 +19,6 @@
 //   With PipelinedLive(), while reads bring full batches (a backlog): the batch's XACK, the
 //       next XREADGROUP … > and its XPENDING check go in one pipeline on one connection, in
 //       that order. Redis runs them in that order, so nothing changes but the round trips.
-//   Read-ahead (ReaderCoreConfig::read_ahead, docs/design/read-ahead.md): while the handler
-//       runs a full live batch whose check passed, the next XREADGROUP … > (BLOCK 1) is
-//       already at Redis. Its batch waits, unhandled, until the current one is XACKed; the
-//       late-read check rides behind that XACK (XACK + XPENDING in one pipeline, so the
-//       lowest pending entry is the waiting batch's first unless something was read behind
-//       our back), and the batch becomes the one in hand. At most one batch waits. A drain, an
-//       abandon, an interrupt or a failure drops it unhandled: its entries stay pending under our
-//       name, and the next owner's claim, or our re-read of the pending list, or the next check
-//       (which finds our own entries below a later batch) brings them back in order.
 // Every claim and read is issued only while ReaderContext::ReadBudgetMs > 0 (C1/C4), and a
 // live read never blocks past it. Each entry of a batch is handed to the handler in order
 // (only while MayProcess); the completed ones are XACKed together after the batch. Handler
@@ -84,8 +75,6 @@ struct DeliveryStats {
   std::atomic<int64_t> foreign_claims{0};
   std::atomic<int64_t> handler_failures{0};
   std::atomic<int64_t> dead_lettered{0};
-  // Reads sent while the handler ran the batch before (read-ahead).
-  std::atomic<int64_t> read_aheads{0};
 
   void SetHandlerError(std::string e);
   void SetRedisError(std::string e);
@@ -142,9 +131,6 @@ struct ReaderCoreConfig {
   // restore): creating it would let a producer that still routes there write a key read
   // after what it then writes to the older generation.
   bool create_key = true;
-  // Read the next batch while the handler runs a full one (a backlog): the read's round trip
-  // overlaps the handler's work. Off: every read waits for the batch before it to end.
-  bool read_ahead = true;
 };
 
 struct ReaderEntry {
@@ -163,8 +149,7 @@ enum class ReaderCommandKind {
                   //   with PipelinedLive(), maybe XACK stream G <ids…> in front of it and
                   //   XPENDING stream G - + 1 behind it (ReaderCommand::ids, check_foreign)
   kCheckForeign,  // XPENDING stream G - + 1
-  kAck,           // XACK stream G <ids…>, with check_foreign XPENDING stream G - + 1 behind
-                  //   it in one pipeline (the late-read check of a read-ahead batch)
+  kAck,           // XACK stream G <ids…>
   kDeadLetter,    // EVAL kDeadLetterScript 2 stream dlq G id <fields…> <rsc-* fields>
 };
 std::string_view ReaderCommandName(ReaderCommandKind kind);
@@ -175,7 +160,7 @@ struct ReaderCommand {
   int count = 0;                       // kAutoClaim, kPendingPage, kReadPending, kReadLive
   TimeMs block_ms = 0;                 // kReadLive (≥ 1)
   std::vector<std::string> ids;        // kClaim, kAck; kReadLive: XACKed in front of it
-  bool check_foreign = false;          // kReadLive, kAck: XPENDING stream G - + 1 right behind it
+  bool check_foreign = false;          // kReadLive: XPENDING stream G - + 1 right behind it
   const ReaderEntry* entry = nullptr;  // kDeadLetter (valid until the reply is fed back)
   std::string error;                   // kDeadLetter: the handler's last error
   int attempts = 0;                    // kDeadLetter
@@ -199,7 +184,7 @@ struct ReaderReply {
   std::optional<std::string> lowest_owner;  // kCheckForeign: owner of the lowest pending
                                             // entry of the group (none: nothing pending)
   std::optional<std::string> lowest_id;     // kCheckForeign: that entry's id
-  bool checked = false;  // kReadLive, kAck with check_foreign: lowest_owner holds its answer
+  bool checked = false;  // kReadLive with check_foreign: lowest_owner holds its answer
   // kReadLive with ids or check_foreign: an error of any of its commands makes the whole
   // reply kError (or kTransport), and its entries are dropped: they stay pending for us.
 
@@ -257,11 +242,8 @@ class ReaderCore {
   bool drain_requested() const { return drain_; }
   bool abandoned() const { return abandon_; }
   bool finished() const { return finished_; }
-  // A command is outstanding (sent, reply not fed back yet). At most one is: a command the
-  // reader needs while its read-ahead is out waits for the read-ahead's reply.
-  bool command_in_flight() const { return await_ == Await::kReply || ahead_in_flight_; }
-  // A read-ahead batch waits for the batch in hand to end.
-  bool has_ahead() const { return !ahead_.empty(); }
+  // A command is outstanding (sent, reply not fed back yet).
+  bool command_in_flight() const { return await_ == Await::kReply; }
 
  protected:
   // The seam sim/mutants.cc replaces to prove that the simulator catches a broken reader:
@@ -282,16 +264,6 @@ class ReaderCore {
   // PipelinedLive(), after a full live batch: the next live read, carrying the batch's XACK
   // in front of it; nullopt when the XACK must go alone.
   std::optional<ReaderAction> AckWithRead();
-  // The read-ahead of the next batch, when the batch in hand allows it (reader_core.cc).
-  std::optional<ReaderAction> ReadAhead();
-  void OnAheadReply(ReaderReply& reply);
-  // The read-ahead batch becomes the batch in hand, once its late-read check passes.
-  void PromoteAhead();
-  // Forgets the read-ahead batch (its entries stay pending) and the reply of one in flight.
-  void DropAhead();
-  // Whether Step may go on while the read-ahead is in flight: only to hand out the next
-  // entry of the batch in hand (anything else that sends a command waits for its reply).
-  bool MayStepWithAheadInFlight() const;
   std::optional<ReaderAction> Process();
   ReaderAction Sleep(TimeMs ms);
   ReaderAction Finish(bool drained);
@@ -354,15 +326,6 @@ class ReaderCore {
   int attempt_ = 0;                         // of batch_[next_]
   TimeMs retry_backoff_ms_ = 0;             // of batch_[next_]
   std::optional<std::string> dead_letter_;  // batch_[next_] is to be dead-lettered (its error)
-
-  // Read-ahead: the read in flight, whether its reply is to be dropped (the batch it was
-  // meant to follow was dropped), whether the batch in hand sent one already, and the batch
-  // it brought (handled after the batch in hand, and only after its own late-read check).
-  bool ahead_in_flight_ = false;
-  bool ahead_stale_ = false;
-  bool ahead_tried_ = false;
-  bool ahead_full_ = false;
-  std::vector<ReaderEntry> ahead_;
 };
 
 }  // namespace rsc::client

@@ -42,7 +42,6 @@ ConsumerStatus SomeConsumer() {
   s.messages_acked = 990;
   s.messages_claimed = 5;
   s.late_read_reclaims = 1;
-  s.read_aheads = 7;
   s.handler_failures = 4;
   s.dead_lettered = 2;
   s.threads = 6;
@@ -100,7 +99,6 @@ const std::vector<std::pair<std::string, std::string>> kFamilies = {
     {"rsc_consumer_messages_acked_total", "counter"},
     {"rsc_consumer_messages_claimed_total", "counter"},
     {"rsc_consumer_late_read_reclaims_total", "counter"},
-    {"rsc_consumer_read_ahead_total", "counter"},
     {"rsc_consumer_handler_failures_total", "counter"},
     {"rsc_consumer_dead_lettered_total", "counter"},
     {"rsc_consumer_threads", "gauge"},
