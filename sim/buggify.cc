@@ -85,6 +85,8 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"live_read_combined", "one blocking XREADGROUP read several shards of a consumer"},
       {"live_read_unblocked", "a returning reader cut the blocked read short (CLIENT UNBLOCK)"},
       {"live_read_cut", "an abandon cut the live connection's read in flight at the socket"},
+      {"live_round_before_answers",
+       "in a backlog, the next live round went out before the last one's answers were handed out"},
       {"publish_refused_expired", "a producer failed closed: routing lease expired (PR5)"},
       {"noscript_reload", "a scripted call hit NOSCRIPT and reloaded"},
       {"acked_publish_lost", "a rollback destroyed an acknowledged publish"},

@@ -364,6 +364,7 @@ void NodeCore::ChooseBlocking(TimePoint now) {
   for (const NodeRead& r : live_queue_) until = std::min(until, r.deadline);
   const milliseconds block =
       std::max(milliseconds(1), std::chrono::ceil<milliseconds>(until - now));
+  bucket.count = std::max(1, count);
   bucket.args = {"XREADGROUP",     "GROUP",
                  last_pair_.first, last_pair_.second,
                  "COUNT",          std::to_string(std::max(1, count)),
@@ -405,6 +406,7 @@ void NodeCore::ChoosePolls() {
   for (Bucket& bucket : live_round_.buckets) {
     int count = bucket.reads.front().count;
     for (const NodeRead& r : bucket.reads) count = std::min(count, r.count);
+    bucket.count = std::max(1, count);
     bucket.args = {"XREADGROUP",
                    "GROUP",
                    bucket.reads.front().group,
@@ -565,6 +567,7 @@ NodeCore::RoundEnd NodeCore::OnRoundReplies(std::vector<BucketReplies>& replies,
   if (transport_failed) live_client_id_.reset();  // reconnected for the next read
   std::vector<NodeRead> carry;
   bool found = false;
+  bool full = false;
   const size_t bounced_before = out->bounced_reads.size();
   for (size_t i = 0; i < round.buckets.size(); ++i) {
     ApplyAcks(round.buckets[i], replies[i], error, out);
@@ -584,6 +587,11 @@ NodeCore::RoundEnd NodeCore::OnRoundReplies(std::vector<BucketReplies>& replies,
       AnswerPoll(round.buckets[i].reads, reply, error, now, out, &carry, &found);
     }
     ApplyChecks(round.buckets[i], replies[i], &out->answers, first);
+    for (size_t a = first; a < out->answers.size(); ++a) {
+      if (static_cast<int>(out->answers[a].reply.entries.size()) >= round.buckets[i].count) {
+        full = true;
+      }
+    }
   }
   stats_.redirects += static_cast<int64_t>(out->bounced_reads.size() - bounced_before);
   // Carried-over readers go first in the next round, in their order.
@@ -597,6 +605,7 @@ NodeCore::RoundEnd NodeCore::OnRoundReplies(std::vector<BucketReplies>& replies,
   }
   RoundEnd end;
   end.lost = transport_failed;
+  end.full = full && !transport_failed;
   if (!transport_failed && live_cut_) {
     // The cut came after the replies: the socket is shut down all the same.
     end.disconnect = true;

@@ -18,7 +18,8 @@
 // * Live connection: OnLiveConnected/OnLiveLost track its CLIENT ID; LiveDue says when to
 //   run PrepareRound (which answers reads whose block time ran out and chooses the next round);
 //   round() is then sent (RoundWire), OnRoundSent once it is out, and its replies go to
-//   OnRoundReplies. Only one round is in flight at a time.
+//   OnRoundReplies; NextRoundFirst(its RoundEnd) says whether a due next round is chosen and
+//   sent before that round's answers are handed out. Only one round is in flight at a time.
 //
 // Every reader answer, bounce and failure an input produces goes into its Output, which the
 // driver hands to the owner (outside any lock of its own).
@@ -122,6 +123,7 @@ class NodeCore {
   struct Bucket {
     std::vector<NodeRead> reads;
     std::vector<std::string> args;
+    int count = 0;        // the read's COUNT
     bool asking = false;  // sent after ASKING
     // One server: the XACKs some reads carry, sent in front of the read, and the late-read
     // checks sent behind it; `*_of`: the index in `reads` of each one's reader.
@@ -153,7 +155,16 @@ class NodeCore {
   struct RoundEnd {
     bool lost = false;        // the connection dropped (a transport failure or our cut)
     bool disconnect = false;  // our cut came after the replies: close the socket all the same
+    // A reader got as many entries as it asked for (a backlog).
+    bool full = false;
   };
+  // Whether the driver sends the next round (if one is due: readers came back while this one
+  // was out) before it hands this round's answers out. Handing them out steps every reader
+  // it answers, which takes a while in a backlog; with the next round already at Redis, Redis
+  // and the driver work at the same time instead of taking turns. Only in a backlog: outside
+  // one, the readers answered here come back while the next round is out, and a blocking
+  // round would be cut short for them (an UNBLOCK and a round more).
+  static bool NextRoundFirst(const RoundEnd& end) { return end.full && !end.lost; }
 
   // `cluster`: combine reads only within a slot, hand redirections back (Output::bounced_*).
   explicit NodeCore(bool cluster) : cluster_(cluster) {}

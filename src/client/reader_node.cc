@@ -270,8 +270,7 @@ void ReaderNode::RunLive() {
   }
 }
 
-bool ReaderNode::SendRound(const NodeCore::LiveRound& round,
-                           std::vector<NodeCore::BucketReplies>& replies, std::string* error) {
+bool ReaderNode::WriteRound(const NodeCore::LiveRound& round, std::string* error) {
   bool writes = false;
   const std::vector<const redis::Command*> cmds = NodeCore::RoundWire(round, &writes);
   // A lost reply to an XACK is a transport failure to the core either way.
@@ -290,6 +289,11 @@ bool ReaderNode::SendRound(const NodeCore::LiveRound& round,
     // An abandon came while the round was being chosen or written: cut it now it is out.
     if (core_.OnRoundSent()) live_conn_.Cut();
   }
+  return true;
+}
+
+bool ReaderNode::ReadRound(const NodeCore::LiveRound& round,
+                           std::vector<NodeCore::BucketReplies>& replies, std::string* error) {
   auto receive = [&](std::optional<redis::Reply>* into,
                      std::optional<std::chrono::milliseconds> timeout) {
     Result<redis::Reply> r = timeout ? live_conn_.Receive(*timeout) : live_conn_.Receive();
@@ -322,29 +326,49 @@ bool ReaderNode::SendRound(const NodeCore::LiveRound& round,
 }
 
 void ReaderNode::RunRound() {
-  // The round in flight is not changed by anyone while it is out: read it unlocked.
-  const NodeCore::LiveRound& round = core_.round();
-  std::vector<NodeCore::BucketReplies> replies(round.buckets.size());
   std::string error;
-  const Clock::time_point sent_at = Clock::now();
-  (void)SendRound(round, replies, &error);
-  // Redis starts the BLOCK when the command arrives, after sent_at: a nil reply earlier
-  // than this was an unblock, not a timeout.
-  const Clock::time_point now = Clock::now();
-  const bool timed_out = now >= sent_at + round.block;
-  NodeCore::Output out;
-  NodeCore::RoundEnd end;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    end = core_.OnRoundReplies(replies, error, timed_out, now, &out);
-    if (end.lost) {  // reconnect for the next read
-      live_ready_ = false;
-      live_open_ = false;
+  Clock::time_point sent_at = Clock::now();
+  bool written = WriteRound(core_.round(), &error);
+  for (;;) {
+    // The round in flight is not changed by anyone while it is out: read it unlocked.
+    const NodeCore::LiveRound& round = core_.round();
+    std::vector<NodeCore::BucketReplies> replies(round.buckets.size());
+    if (written) (void)ReadRound(round, replies, &error);
+    // Redis starts the BLOCK when the command arrives, after sent_at: a nil reply earlier
+    // than this was an unblock, not a timeout.
+    const Clock::time_point now = Clock::now();
+    const bool timed_out = now >= sent_at + round.block;
+    NodeCore::Output out;
+    NodeCore::Output early;  // answers from choosing the next round (reads that timed out)
+    NodeCore::RoundEnd end;
+    bool next = false;
+    bool command_work = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      end = core_.OnRoundReplies(replies, error, timed_out, now, &out);
+      if (end.lost) {  // reconnect for the next read
+        live_ready_ = false;
+        live_open_ = false;
+      }
+      // NodeCore::NextRoundFirst: in a backlog, the readers that came back while this round
+      // was out go to Redis before this round's answers are handed out.
+      if (NodeCore::NextRoundFirst(end) && core_.LiveDue() == NodeCore::TimePoint::min()) {
+        next = core_.PrepareRound(now, /*connected=*/true, {}, &early);
+        command_work = core_.CommandDue() == NodeCore::TimePoint::min();
+      }
     }
+    if (end.disconnect) live_conn_.Disconnect();
+    if (command_work) command_cv_.notify_one();
+    error.clear();
+    if (next) {
+      sent_at = Clock::now();
+      written = WriteRound(core_.round(), &error);
+    }
+    Deliver(early);
+    Deliver(out);
+    if (!next) return;
   }
-  if (end.disconnect) live_conn_.Disconnect();
-  Deliver(out);
 }
 
 }  // namespace rsc::client

@@ -31,6 +31,11 @@
 //   back. Until issue 12's layout lets the coordinator give a master's shards one slot, a
 //   cluster master with several shards is polled.
 //
+// In a backlog (a reader of the round got as many entries as it asked for), the readers that
+// came back while a round was out go to Redis in the next round before the round's answers are
+// handed out (NodeCore::NextRoundFirst): handing them out steps every reader, and Redis then
+// works meanwhile instead of waiting for it. Still one round out at a time.
+//
 // A blocked combined read while another reader's live read is queued (a reader came back
 // after handling its batch) or while one of its readers is cancelled is cut short with
 // `CLIENT UNBLOCK <live connection's id> TIMEOUT` from the command connection, at most once per
@@ -133,10 +138,13 @@ class ReaderNode {
   void ExecuteBatch(std::vector<NodeCore::Queued>& batch);
   // Connects the live connection and learns its CLIENT ID if it is not connected.
   bool EnsureLive(std::string* error);
-  // Sends the core's round and hands out its answers.
+  // Sends the core's round and hands out its answers; in a backlog it sends the next round
+  // first (NodeCore::NextRoundFirst) and goes on with that one. One round is out at a time.
   void RunRound();
-  // Sends the round's commands; false (and `error`) on a transport failure.
-  bool SendRound(const NodeCore::LiveRound& round, std::vector<NodeCore::BucketReplies>& replies,
+  // Writes the round chosen (false: it could not, `error` says why); ReadRound reads its
+  // replies.
+  bool WriteRound(const NodeCore::LiveRound& round, std::string* error);
+  bool ReadRound(const NodeCore::LiveRound& round, std::vector<NodeCore::BucketReplies>& replies,
                  std::string* error);
   // Hands an input's output to the owner (outside mu_).
   void Deliver(NodeCore::Output& out);

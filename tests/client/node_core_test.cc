@@ -99,6 +99,32 @@ TEST(NodeCore, IdleReadsOfOnePairShareOneBlockingReadBoundedByTheEarliestDeadlin
   EXPECT_TRUE(core.Idle());
 }
 
+TEST(NodeCore, ARoundIsFullWhenAReaderGotAllItAskedForAndOnlyThenGoesNextFirst) {
+  // Reader 1 asked for 2 (a backlog: it got them), reader 2 for 10 (it got one).
+  NodeCore core(false);
+  core.OnLiveConnected(7);
+  core.Enqueue({Read(1, "s1", kT0 + 1s, 2), Read(2, "s2", kT0 + 1s, 2)}, kT0);
+  NodeCore::Output out;
+  ASSERT_TRUE(core.PrepareRound(kT0, true, "", &out));
+  auto replies = ReadReply(core, Arr({StreamOf("s1", {"1-1", "1-2"}), StreamOf("s2", {"1-3"})}));
+  NodeCore::RoundEnd end = core.OnRoundReplies(replies, "", false, kT0 + 1ms, &out);
+  EXPECT_TRUE(end.full);
+  EXPECT_TRUE(NodeCore::NextRoundFirst(end));
+
+  core.Enqueue({Read(3, "s3", kT0 + 1s, 2)}, kT0 + 1ms);
+  ASSERT_TRUE(core.PrepareRound(kT0 + 1ms, true, "", &out));
+  replies = ReadReply(core, Arr({StreamOf("s3", {"1-4"})}));
+  end = core.OnRoundReplies(replies, "", false, kT0 + 2ms, &out);
+  EXPECT_FALSE(end.full) << "a trickle: the readers answered come back into the next round";
+  EXPECT_FALSE(NodeCore::NextRoundFirst(end));
+
+  core.Enqueue({Read(4, "s4", kT0 + 1s, 2)}, kT0 + 2ms);
+  ASSERT_TRUE(core.PrepareRound(kT0 + 2ms, true, "", &out));
+  replies = ReadReply(core, Arr({StreamOf("s4", {"1-5", "1-6"})}));
+  end = core.OnRoundReplies(replies, "reset by peer", false, kT0 + 3ms, &out);
+  EXPECT_FALSE(NodeCore::NextRoundFirst(end)) << "a lost connection reconnects first";
+}
+
 TEST(NodeCore, AStreamNamedTwiceWaitsForTheNextRound) {
   NodeCore core(false);
   core.Enqueue({Read(1, "s", kT0 + 1s), Read(2, "s", kT0 + 1s)}, kT0);

@@ -464,9 +464,12 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
 // (seed 20265809, below), the first such run from there is 20266489 (run 907); since the
 // simulator runs the library's NodeCore (issue 10), 20266886 (run 398 from 20266489). Since
 // it runs PublishCall (issue 10), no run in 1,585 from there reached it; 20300405, the first
-// from 20300000 that does (run 406), is where the search starts.
+// from 20300000 that does (run 406), was where the search started. Since a backlog's next
+// live round goes out before the last one's answers (NodeCore::NextRoundFirst), no run in
+// 2,100 from there reached it; 20311114, the first from 20310000 that does (run 1,115), is
+// where the search starts.
 TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
-  ExpectPassesReaching(20300405, "newest_generation_after_heal", 300, /*reshards=*/2,
+  ExpectPassesReaching(20311114, "newest_generation_after_heal", 300, /*reshards=*/2,
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
@@ -493,9 +496,10 @@ TEST(SimulatorRegression, Seed20280039_AnEntryACutReadTookIsReclaimedUnderOurOwn
 // group wrote it while its children were read. The fault now only moves the layout back;
 // the search starts at 20267127, the first run from the found seed to reach the refused
 // put-back since the simulator's reader driver cuts a round chosen but not yet sent (run 331),
-// and 20267359 since it runs PublishCall (run 233 from there).
+// 20267359 since it runs PublishCall (run 233 from there), and 20267684 since a backlog's next
+// live round goes out before the last one's answers (NodeCore::NextRoundFirst; run 326).
 TEST(SimulatorRegression, Seed20266797_ALayoutIsPutBackOnlyBackwards) {
-  ExpectPassesReaching(20267359, "layout_put_back_refused_forward", 300, /*reshards=*/2,
+  ExpectPassesReaching(20267684, "layout_put_back_refused_forward", 300, /*reshards=*/2,
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
