@@ -245,8 +245,8 @@ void SimReaderNode::OnRoundDone(const std::vector<redis::Reply>* replies,
   if (end.lost) LiveLost();
   // As ReaderNode::RunRound (NodeCore::NextRoundFirst): in a backlog, the readers that came
   // back while this round was out go to Redis before this round's answers are handed out.
-  if (NodeCore::NextRoundFirst(end) && !stopped_ && live_ready_ &&
-      live_epoch_ == env_.redis().epoch() && core_.LiveDue() == TimePoint::min()) {
+  if (core_.NextRoundFirst(end) && !stopped_ && live_ready_ &&
+      live_epoch_ == env_.redis().epoch()) {
     env_.world().probes().Hit("live_round_before_answers");
     SendRound();
   }

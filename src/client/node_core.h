@@ -18,7 +18,7 @@
 // * Live connection: OnLiveConnected/OnLiveLost track its CLIENT ID; LiveDue says when to
 //   run PrepareRound (which answers reads whose block time ran out and chooses the next round);
 //   round() is then sent (RoundWire), OnRoundSent once it is out, and its replies go to
-//   OnRoundReplies; NextRoundFirst(its RoundEnd) says whether a due next round is chosen and
+//   OnRoundReplies; NextRoundFirst(its RoundEnd) says whether the next round is chosen and
 //   sent before that round's answers are handed out. Only one round is in flight at a time.
 //
 // Every reader answer, bounce and failure an input produces goes into its Output, which the
@@ -158,13 +158,16 @@ class NodeCore {
     // A reader got as many entries as it asked for (a backlog).
     bool full = false;
   };
-  // Whether the driver sends the next round (if one is due: readers came back while this one
-  // was out) before it hands this round's answers out. Handing them out steps every reader
-  // it answers, which takes a while in a backlog; with the next round already at Redis, Redis
-  // and the driver work at the same time instead of taking turns. Only in a backlog: outside
-  // one, the readers answered here come back while the next round is out, and a blocking
-  // round would be cut short for them (an UNBLOCK and a round more).
-  static bool NextRoundFirst(const RoundEnd& end) { return end.full && !end.lost; }
+  // Asked right after OnRoundReplies: whether the driver chooses and sends the next round
+  // now (PrepareRound), before it hands that round's answers out. Yes when the round was a
+  // backlog (`end.full`, not lost) and readers came back while it was out (a round is due).
+  // Handing the answers out steps every reader they answer, which takes a while in a
+  // backlog; with the next round already at Redis, Redis and the driver work at the same time
+  // instead of taking turns. Only in a backlog: outside one, the readers answered come back
+  // while the next round is out, and a blocking round would be cut short for them.
+  bool NextRoundFirst(const RoundEnd& end) const {
+    return end.full && !end.lost && LiveDue() == TimePoint::min();
+  }
 
   // `cluster`: combine reads only within a slot, hand redirections back (Output::bounced_*).
   explicit NodeCore(bool cluster) : cluster_(cluster) {}

@@ -353,7 +353,7 @@ void ReaderNode::RunRound() {
       }
       // NodeCore::NextRoundFirst: in a backlog, the readers that came back while this round
       // was out go to Redis before this round's answers are handed out.
-      if (NodeCore::NextRoundFirst(end) && core_.LiveDue() == NodeCore::TimePoint::min()) {
+      if (core_.NextRoundFirst(end)) {
         next = core_.PrepareRound(now, /*connected=*/true, {}, &early);
         command_work = core_.CommandDue() == NodeCore::TimePoint::min();
       }

@@ -109,20 +109,22 @@ TEST(NodeCore, ARoundIsFullWhenAReaderGotAllItAskedForAndOnlyThenGoesNextFirst) 
   auto replies = ReadReply(core, Arr({StreamOf("s1", {"1-1", "1-2"}), StreamOf("s2", {"1-3"})}));
   NodeCore::RoundEnd end = core.OnRoundReplies(replies, "", false, kT0 + 1ms, &out);
   EXPECT_TRUE(end.full);
-  EXPECT_TRUE(NodeCore::NextRoundFirst(end));
+  EXPECT_FALSE(core.NextRoundFirst(end)) << "nobody came back while it was out: nothing due";
+  core.Enqueue({Read(3, "s3", kT0 + 1s, 2)}, kT0 + 1ms);  // (in a driver: before the replies)
+  EXPECT_TRUE(core.NextRoundFirst(end));
 
-  core.Enqueue({Read(3, "s3", kT0 + 1s, 2)}, kT0 + 1ms);
   ASSERT_TRUE(core.PrepareRound(kT0 + 1ms, true, "", &out));
+  core.Enqueue({Read(4, "s4", kT0 + 1s, 2)}, kT0 + 1ms);
   replies = ReadReply(core, Arr({StreamOf("s3", {"1-4"})}));
   end = core.OnRoundReplies(replies, "", false, kT0 + 2ms, &out);
   EXPECT_FALSE(end.full) << "a trickle: the readers answered come back into the next round";
-  EXPECT_FALSE(NodeCore::NextRoundFirst(end));
+  EXPECT_FALSE(core.NextRoundFirst(end));
 
-  core.Enqueue({Read(4, "s4", kT0 + 1s, 2)}, kT0 + 2ms);
   ASSERT_TRUE(core.PrepareRound(kT0 + 2ms, true, "", &out));
+  core.Enqueue({Read(5, "s5", kT0 + 1s, 2)}, kT0 + 2ms);
   replies = ReadReply(core, Arr({StreamOf("s4", {"1-5", "1-6"})}));
   end = core.OnRoundReplies(replies, "reset by peer", false, kT0 + 3ms, &out);
-  EXPECT_FALSE(NodeCore::NextRoundFirst(end)) << "a lost connection reconnects first";
+  EXPECT_FALSE(core.NextRoundFirst(end)) << "a lost connection reconnects first";
 }
 
 TEST(NodeCore, AStreamNamedTwiceWaitsForTheNextRound) {
