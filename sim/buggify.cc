@@ -163,6 +163,10 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"shard_key_recreated",
        "a missing key of a resharded stream's ACTIVE generation was created by the tick (D3)",
        false},
+      {"shard_key_recreate_deferred",
+       "a missing key of the ACTIVE generation was not created: the layout had moved since "
+       "the tick read it (a rollback between the reads; D3, RS2)",
+       false},
       {"erased_generation_keys_reused",
        "a reshard chose the keys of a routed generation a snapshot restore erased (D2, RS2's "
        "routing-lease wait)",

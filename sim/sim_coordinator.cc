@@ -534,6 +534,9 @@ class SimCoordinator::Observer : public ServiceObserver {
         case EventKind::kShardKeyRecreated:
           w_.probes().Hit("shard_key_recreated");
           break;
+        case EventKind::kShardKeyRecreateDeferred:
+          w_.probes().Hit("shard_key_recreate_deferred");
+          break;
         case EventKind::kShardTaken:
           w_.probes().Hit("shard_taken");
           break;

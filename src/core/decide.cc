@@ -68,6 +68,8 @@ std::string_view EventKindName(EventKind k) {
       return "layout_behind";
     case EventKind::kShardKeyRecreated:
       return "shard_key_recreated";
+    case EventKind::kShardKeyRecreateDeferred:
+      return "shard_key_recreate_deferred";
     case EventKind::kInvariantViolation:
       return "invariant_violation";
   }

@@ -117,6 +117,10 @@ enum class EventKind {
   // A key of the ACTIVE generation of a resharded stream was missing and was created with
   // its groups' consumer groups (readers of such a stream do not create keys, C9 (f)).
   kShardKeyRecreated,
+  // Such a key was found missing but the layout read before had moved on when read again
+  // (a rollback between the two reads, e.g. a snapshot restore): nothing created; the next
+  // pass looks again with the layout Redis now holds.
+  kShardKeyRecreateDeferred,
   // A decision's next state broke an invariant: nothing written, the group fails closed
   // (METADATA_UNREADABLE) and the process keeps serving the others. Detail: the invariant.
   kInvariantViolation,

@@ -899,7 +899,7 @@ Result<bool> GroupService::CheckBehind(const StoredLayout& stored) {
   }
   if (!d.behind) {
     clear();
-    RSC_RETURN_IF_ERROR(RecreateMissingKeys(l, *active, tops));
+    RSC_RETURN_IF_ERROR(RecreateMissingKeys(stored, *active, tops));
     return false;
   }
   bool changed = false;
@@ -916,14 +916,36 @@ Result<bool> GroupService::CheckBehind(const StoredLayout& stored) {
   return false;
 }
 
-Status GroupService::RecreateMissingKeys(const Layout& l, const Generation& active,
+Status GroupService::RecreateMissingKeys(const StoredLayout& stored, const Generation& active,
                                          const std::vector<StreamTop>& tops) {
   // Readers of a resharded stream never create keys (C9 (f)); producers send NOMKSTREAM.
   // So a key of the ACTIVE generation that is gone (an operator's DEL, a best-effort group
-  // creation that failed) is created here, with every group's consumer group. It is never
-  // the layout being ahead of Redis: the keys were created before the generation was
-  // activated, and on one server a rollback that loses them loses the activation too.
+  // creation that failed) is created here, with every group's consumer group. The keys were
+  // created before the generation was activated, and on one server a rollback that loses
+  // them loses the activation too — but the layout was read before the tops: a rollback
+  // between the two reads (a snapshot restore to where this generation was still
+  // PREPARING) shows its keys missing to a layout that says ACTIVE. Creating them then
+  // would let a producer still routed there write a child while its parents are open
+  // (RS4; found by the simulator, seed 15524999770511949606). So the layout is read again
+  // after the tops, and only a layout still the same is acted on.
+  const Layout& l = stored.layout;
   if ((l.generations.size() < 2 && active.generation == 0) || l.groups.empty()) return OkStatus();
+  bool missing = false;
+  for (size_t i = 0; i < tops.size() && i < active.shards.size(); ++i) {
+    missing = missing || !tops[i].exists;
+  }
+  if (!missing) return OkStatus();
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> again, store_.LoadLayout(l.stream));
+  if (!again || again->revision != stored.revision || again->layout != l) {
+    observer_.OnEvents(
+        GroupKey{l.stream, ""},
+        {Event{EventKind::kShardKeyRecreateDeferred, "", -1,
+               fmt::format("a key of the ACTIVE generation {} was missing, but the layout "
+                           "(revision {}) moved on while it was read: nothing created, the "
+                           "next pass reads it again",
+                           active.generation, stored.revision.value())}});
+    return OkStatus();
+  }
   for (size_t i = 0; i < tops.size() && i < active.shards.size(); ++i) {
     if (tops[i].exists) continue;
     const LayoutShard& s = active.shards[i];

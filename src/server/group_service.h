@@ -207,8 +207,11 @@ class GroupService : public CoordinatorApi {
                                                    bool* all_complete_oldest);
   Status SealAndActivate(const StoredLayout& stored);
   // CheckBehind's last step on a layout in step with its streams: a missing key of the
-  // ACTIVE generation of a resharded stream is created (readers do not create those).
-  Status RecreateMissingKeys(const Layout& l, const Generation& active,
+  // ACTIVE generation of a resharded stream is created (readers do not create those), once
+  // the layout read again is still `stored` (tops read after a rollback the layout read
+  // before it did not see would otherwise create a child the rolled-back layout has not
+  // sealed the parents of).
+  Status RecreateMissingKeys(const StoredLayout& stored, const Generation& active,
                              const std::vector<StreamTop>& tops);
   // RS6: reads the ends of the ACTIVE generation's keys (and the key after the highest id)
   // and, when the layout is behind them, writes it forward from a seal's `rsc-next`

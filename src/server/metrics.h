@@ -70,7 +70,9 @@
 //                                               forward), layout_behind (one that could not
 //                                               be: routing fails closed, runbook 7e),
 //                                               shard_key_recreated (a missing key of a
-//                                               resharded stream's ACTIVE generation)
+//                                               resharded stream's ACTIVE generation),
+//                                               shard_key_recreate_deferred (not created:
+//                                               the layout moved between the tick's reads)
 //   rsc_reshard_parents_incomplete{stream}      gauge: sealed (not yet retired) shards
 //                                               of the stream not read to their end,
 //                                               summed over its groups, as of the last

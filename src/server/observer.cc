@@ -45,6 +45,7 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
       case EventKind::kParentReopened:
       case EventKind::kParentResealed:
       case EventKind::kGenerationDeleted:
+      case EventKind::kShardKeyRecreateDeferred:
         metrics_.OnReshardEvent(EventKindName(e.kind));
         break;
       case EventKind::kRetiredKeyKept:

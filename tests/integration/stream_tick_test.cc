@@ -52,6 +52,9 @@ class HookedAdmin : public StreamAdmin {
     return inner_.Seal(key, generation, successor);
   }
   std::vector<Result<StreamTop>> Tops(const std::vector<std::string>& keys) override {
+    std::function<void()> hook;
+    std::swap(hook, once_tops_);
+    if (hook) hook();
     return inner_.Tops(keys);
   }
   Result<GroupProgress> Progress(const std::string& key, const std::string& group) override {
@@ -65,11 +68,14 @@ class HookedAdmin : public StreamAdmin {
     return inner_.TrimSealed(key, generation);
   }
   void RunOnceInNextProgress(std::function<void()> hook) { once_ = std::move(hook); }
+  // Runs `hook` right before the next Tops call reads Redis (after the tick read the layout).
+  void RunOnceBeforeNextTops(std::function<void()> hook) { once_tops_ = std::move(hook); }
   void FailSeals(bool fail) { fail_seals_ = fail; }
 
  private:
   StreamAdmin& inner_;
   std::function<void()> once_;
+  std::function<void()> once_tops_;
   bool fail_seals_ = false;
 };
 
@@ -453,6 +459,68 @@ TEST_F(StreamTick, AMissingKeyOfAReshardedStreamIsCreatedWithItsGroups) {
   EXPECT_EQ(t.events.Count(EventKind::kShardKeyRecreated), 1);
   ASSERT_TRUE(service.StreamTick("orders").ok());
   EXPECT_EQ(t.events.Count(EventKind::kShardKeyRecreated), 1) << "created again though there";
+}
+
+// Found by the simulator (seed 15524999770511949606, S4): the tick read the layout with the
+// new generation ACTIVE, then a snapshot restore took Redis back to where that generation was
+// still PREPARING (its keys not yet created, its parents not yet sealed), then the tick read
+// the tops, found the new keys missing and created them. A producer still routed by an answer
+// from before the restore wrote a child, then, routed by the restored layout, the open parent
+// (read first). The tick now reads the layout again before creating a key and acts only on
+// the same one (shard_key_recreate_deferred otherwise).
+TEST_F(StreamTick, AKeyIsNotRecreatedFromALayoutARollbackOvertookBetweenTheReads) {
+  GroupService& service = t_->service;
+  TestService& t = *t_;
+  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
+  auto stream = service.DescribeStream("orders");
+  ASSERT_TRUE(stream.ok()) << stream.error().message;
+  ASSERT_TRUE(service.Reshard("orders", stream->revision, 3, nullptr).ok());
+  // The snapshot: the layout with the new generation PREPARING, the group, the parents
+  // unsealed, no child keys.
+  std::vector<std::pair<std::string, std::string>> snapshot;
+  for (const CliReply& k : cli->Run({"KEYS", "*"}).elements) {
+    snapshot.emplace_back(k.str, cli->Run({"DUMP", k.str}).str);
+  }
+  ASSERT_FALSE(snapshot.empty());
+  t.clock.Advance(kPastTheWaitMs);
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  auto active = service.DescribeStream("orders");
+  ASSERT_TRUE(active.ok());
+  ASSERT_EQ(active->layout.generations.back().state, GenerationState::kActive);
+  std::vector<std::string> children;
+  for (const LayoutShard& s : active->layout.generations.back().shards) {
+    children.push_back(s.stream);
+  }
+  const std::string seal_id = "18446744073709551615-18446744073709551615";
+
+  // The restore, between the tick's layout read and its tops read.
+  admin_->RunOnceBeforeNextTops([&] {
+    ASSERT_TRUE(cli->Run({"FLUSHALL"}).ok());
+    for (const auto& [key, dump] : snapshot) {
+      ASSERT_TRUE(cli->Run({"RESTORE", key, "0", dump}).ok()) << key;
+    }
+  });
+  Status tick = service.StreamTick("orders");
+  ASSERT_TRUE(tick.ok()) << tick.error().message;
+  for (const std::string& child : children) {
+    EXPECT_EQ(cli->Run({"EXISTS", child}).integer, 0)
+        << child << " was created while its parents are open and the layout says PREPARING";
+  }
+  EXPECT_EQ(t.events.Count(EventKind::kShardKeyRecreated), 0);
+  EXPECT_EQ(t.events.Count(EventKind::kShardKeyRecreateDeferred), 1);
+
+  // The next pass acts on the restored layout: the reshard goes on, seals first (RS2).
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  auto after = service.DescribeStream("orders");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->layout.generations.back().state, GenerationState::kActive);
+  for (const LayoutShard& s : after->layout.generations.front().shards) {
+    const CliReply last = cli->Run({"XREVRANGE", s.stream, "+", "-", "COUNT", "1"});
+    ASSERT_EQ(last.type, CliReply::Type::kArray);
+    ASSERT_EQ(last.elements.size(), 1u) << s.stream;
+    EXPECT_EQ(last.elements[0].elements[0].str, seal_id) << s.stream << " is not sealed";
+  }
+  for (const std::string& child : children) EXPECT_EQ(cli->Run({"EXISTS", child}).integer, 1);
 }
 
 }  // namespace

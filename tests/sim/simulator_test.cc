@@ -519,6 +519,18 @@ TEST(SimulatorRegression, Seed20265809_AReshardAfterARestoreWaitsOutTheLostRouti
                        /*coord_workers=*/1, /*pipelined=*/1);
 }
 
+// Found by CI's random sweep (S4): a stream tick read the layout with the 16 -> 10 reshard's
+// generation ACTIVE, a snapshot restore then took Redis back to where it was still PREPARING
+// (parents open, no child keys), and the tick, reading the tops after the restore, created
+// the "missing" child keys of its stale layout. A producer still inside the routing lease of
+// an answer from before the restore wrote k1-4 seq 71 to a child, then, routed by the
+// restored layout, seq 72 to the open parent, read first. The tick now reads the layout
+// again before it creates a key (GroupService::RecreateMissingKeys; the durable pin is
+// StreamTick.AKeyIsNotRecreatedFromALayoutARollbackOvertookBetweenTheReads).
+TEST(SimulatorRegression, Seed15524999770511949606_AKeyIsNotRecreatedFromAStaleLayout) {
+  ExpectPassesReaching(15524999770511949606ULL, "shard_key_recreate_deferred");
+}
+
 // Found by a 20-minute sweep after the routing-lease wait (simulator judge, L1): a 6 -> 1
 // reshard under three producers left the one shard of generation 1 with 7,815 entries; one
 // reader at ~100/s was still working through it 47 s after the heal, so generation 2's
