@@ -161,7 +161,8 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"answer_across_rollback_tainted",
        "a heartbeat answer decided before a rollback arrived after it and was tainted", false},
       {"shard_key_recreated",
-       "a missing key of a resharded stream's ACTIVE generation was created by the tick (D3)",
+       "a missing key of a resharded stream's ACTIVE generation was created by the tick (D3); "
+       "the run fails there (RS2): the simulation deletes no stream key",
        false},
       {"shard_key_recreate_deferred",
        "a missing key of the ACTIVE generation was not created: the layout had moved since "

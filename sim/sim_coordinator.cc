@@ -532,7 +532,18 @@ class SimCoordinator::Observer : public ServiceObserver {
           w_.probes().Hit("layout_found_behind");
           break;
         case EventKind::kShardKeyRecreated:
+          // The simulation deletes no stream key, and on its one server a rollback that
+          // loses a generation's keys loses its activation too: a key the tick finds
+          // missing and creates is a layout read ahead of the Redis it then wrote (seed
+          // 15524999770511949606 let a producer write a child before its parents were
+          // sealed). Judged here rather than left to a rare S4.
           w_.probes().Hit("shard_key_recreated");
+          w_.Fail(Violation{"RS2",
+                            fmt::format("{} created key {} of the ACTIVE generation, which was "
+                                        "missing: on one server only a layout read ahead of "
+                                        "its streams finds that ({})",
+                                        c_.name(), e.shard, e.detail),
+                            w_.now() * 1000, 0});
           break;
         case EventKind::kShardKeyRecreateDeferred:
           w_.probes().Hit("shard_key_recreate_deferred");
