@@ -525,10 +525,16 @@ TEST(SimulatorRegression, Seed20265809_AReshardAfterARestoreWaitsOutTheLostRouti
 // the "missing" child keys of its stale layout. A producer still inside the routing lease of
 // an answer from before the restore wrote k1-4 seq 71 to a child, then, routed by the
 // restored layout, seq 72 to the open parent, read first. The tick now reads the layout
-// again before it creates a key (GroupService::RecreateMissingKeys; the durable pin is
-// StreamTick.AKeyIsNotRecreatedFromALayoutARollbackOvertookBetweenTheReads).
+// again before it creates a key (GroupService::RecreateMissingKeys).
+// The path is too rare for a search from this seed to find it again once the simulator's
+// draws change (probe shard_key_recreate_deferred: 0 in 4,380 random seeds and 600 with
+// --reshards 2 or 3), so this test only replays the seed. What keeps the bug out is durable
+// elsewhere: StreamTick.AKeyIsNotRecreatedFromALayoutARollbackOvertookBetweenTheReads pins
+// the re-read against a real redis-server, and every simulated run fails as RS2 the moment a
+// tick creates a missing ACTIVE key (sim_coordinator.cc), which this seed did without the
+// fix.
 TEST(SimulatorRegression, Seed15524999770511949606_AKeyIsNotRecreatedFromAStaleLayout) {
-  ExpectPassesReaching(15524999770511949606ULL, "shard_key_recreate_deferred");
+  ExpectPasses(15524999770511949606ULL);
 }
 
 // Found by a 20-minute sweep after the routing-lease wait (simulator judge, L1): a 6 -> 1
