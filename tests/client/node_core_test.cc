@@ -100,7 +100,7 @@ TEST(NodeCore, IdleReadsOfOnePairShareOneBlockingReadBoundedByTheEarliestDeadlin
 }
 
 TEST(NodeCore, ARoundIsFullWhenAReaderGotAllItAskedForAndOnlyThenGoesNextFirst) {
-  // Reader 1 asked for 2 (a backlog: it got them), reader 2 for 10 (it got one).
+  // Readers 1 and 2 each ask for 2; reader 1 gets both (a backlog), reader 2 gets one.
   NodeCore core(false);
   core.OnLiveConnected(7);
   core.Enqueue({Read(1, "s1", kT0 + 1s, 2), Read(2, "s2", kT0 + 1s, 2)}, kT0);
