@@ -168,6 +168,11 @@ const std::vector<ProbeSpec>& AllProbes() {
        "a missing key of the ACTIVE generation was not created: the layout had moved since "
        "the tick read it (a rollback between the reads; D3, RS2)",
        false},
+      {"layout_adoption_deferred",
+       "a group was not written from a layout read before a rollback: the layout read again "
+       "after the group's load differed (a stream tick's adoption or a completion hint; RS3, "
+       "RS6)",
+       false},
       {"erased_generation_keys_reused",
        "a reshard chose the keys of a routed generation a snapshot restore erased (D2, RS2's "
        "routing-lease wait)",

@@ -548,6 +548,9 @@ class SimCoordinator::Observer : public ServiceObserver {
         case EventKind::kShardKeyRecreateDeferred:
           w_.probes().Hit("shard_key_recreate_deferred");
           break;
+        case EventKind::kLayoutAdoptionDeferred:
+          w_.probes().Hit("layout_adoption_deferred");
+          break;
         case EventKind::kShardTaken:
           w_.probes().Hit("shard_taken");
           break;

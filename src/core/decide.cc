@@ -70,6 +70,8 @@ std::string_view EventKindName(EventKind k) {
       return "shard_key_recreated";
     case EventKind::kShardKeyRecreateDeferred:
       return "shard_key_recreate_deferred";
+    case EventKind::kLayoutAdoptionDeferred:
+      return "layout_adoption_deferred";
     case EventKind::kInvariantViolation:
       return "invariant_violation";
   }

@@ -121,6 +121,10 @@ enum class EventKind {
   // (a rollback between the two reads, e.g. a snapshot restore): nothing created; the next
   // pass looks again with the layout Redis now holds.
   kShardKeyRecreateDeferred,
+  // A group's adoption of a layout, or its record of completions, was not written: the
+  // layout read before the group's load was not the one Redis held when read again after
+  // it (a rollback between the two reads). The next pass reads it again.
+  kLayoutAdoptionDeferred,
   // A decision's next state broke an invariant: nothing written, the group fails closed
   // (METADATA_UNREADABLE) and the process keeps serving the others. Detail: the invariant.
   kInvariantViolation,

@@ -310,11 +310,18 @@ Status GroupService::CheckReportedCompletions(const GroupKey& key,
     }
   }
   if (done.empty()) return OkStatus();
+  Status observed = OkStatus();
   auto r = Mutate<Unit>(
       key, options_.lock_wait,
       [&](const GroupMetadata& m, const Liveness& live, const Env& env, StoreRevision) {
+        Result<bool> same = LayoutUnchanged(*stored, m);
+        if (!same.ok() || !*same) {
+          if (!same.ok()) observed = same.error();
+          return Decision<Unit>{std::nullopt, {}, Unit{}, {}};  // writes nothing
+        }
         return DecideLayoutTick(m, live, l, stored->revision.value(), done, env);
       });
+  if (!observed.ok()) return observed;
   return r.ok() ? OkStatus() : Status(r.error());
 }
 
@@ -851,6 +858,18 @@ Status GroupService::SealAndActivate(const StoredLayout& stored) {
   return OkStatus();  // a conflict: another coordinator moved it; the next pass re-reads
 }
 
+Result<bool> GroupService::LayoutUnchanged(const StoredLayout& stored, const GroupMetadata& m) {
+  RSC_ASSIGN_OR_RETURN(std::optional<StoredLayout> again, store_.LoadLayout(stored.layout.stream));
+  if (again && again->revision == stored.revision && again->layout == stored.layout) return true;
+  observer_.OnEvents(
+      m.key, {Event{EventKind::kLayoutAdoptionDeferred, "", -1,
+                    fmt::format("the layout (revision {}) read before group {} was loaded is not "
+                                "the one Redis holds since: nothing written from it, the next "
+                                "pass reads it again",
+                                stored.revision.value(), m.key.Tag())}});
+  return false;
+}
+
 Result<bool> GroupService::CheckBehind(const StoredLayout& stored) {
   const Layout& l = stored.layout;
   const Generation* active = l.Active();
@@ -1087,6 +1106,11 @@ Status GroupService::StreamTick(const std::string& stream) {
               return Decision<Unit>{std::nullopt, {}, Unit{}, {}};  // writes nothing
             }
             now_done = std::move(*c);
+          }
+          Result<bool> same = LayoutUnchanged(*stored, m);
+          if (!same.ok() || !*same) {
+            if (!same.ok()) observed = same.error();
+            return Decision<Unit>{std::nullopt, {}, Unit{}, {}};  // writes nothing
           }
           return DecideLayoutTick(m, live, l, stored->revision.value(), now_done, env);
         });

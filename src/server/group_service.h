@@ -206,6 +206,14 @@ class GroupService : public CoordinatorApi {
   Result<std::vector<ShardCompletion>> Completions(const Layout& l, const std::string& group,
                                                    bool* all_complete_oldest);
   Status SealAndActivate(const StoredLayout& stored);
+  // Reads the layout `stored` was read from again, from inside a Mutate of group `m`
+  // (after its load): false, with a layout_adoption_deferred event, when Redis no longer
+  // holds that revision with that content. The group is then not written from the older
+  // read: a rollback (snapshot restore, failover) between the layout read and the group's
+  // load would have it adopt a generation, or record completions, of a layout Redis lost,
+  // which no later pass can roll forward (simulator seed 82 of the Seed12 search, found
+  // with issue 14's heartbeat queue: a completion hint's mutex wait spanned a restore).
+  Result<bool> LayoutUnchanged(const StoredLayout& stored, const GroupMetadata& m);
   // CheckBehind's last step on a layout in step with its streams: a missing key of the
   // ACTIVE generation of a resharded stream is created (readers do not create those), once
   // the layout read again is still `stored` (tops read after a rollback the layout read

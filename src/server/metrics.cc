@@ -159,8 +159,8 @@ struct Metrics::Impl {
       CounterFamily(registry, "rsc_reshard_events_total",
                     "Resharding events: parent_completed, parent_reopened, parent_resealed, "
                     "generation_deleted, retired_key_kept, layout_rolled_forward, "
-                    "layout_behind, shard_key_recreated, shard_key_recreate_deferred (SPEC "
-                    "RS2-RS6, D3)");
+                    "layout_behind, shard_key_recreated, shard_key_recreate_deferred, "
+                    "layout_adoption_deferred (SPEC RS2-RS6, D3)");
   Family<Counter>& ticks_family = CounterFamily(registry, "rsc_ticks_total", "Tick passes run");
   Counter& ticks = ticks_family.Add({});
   Family<Counter>& audit_failures_family = CounterFamily(

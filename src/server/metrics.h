@@ -72,7 +72,10 @@
 //                                               shard_key_recreated (a missing key of a
 //                                               resharded stream's ACTIVE generation),
 //                                               shard_key_recreate_deferred (not created:
-//                                               the layout moved between the tick's reads)
+//                                               the layout moved between the tick's reads),
+//                                               layout_adoption_deferred (a group not
+//                                               written from a layout read before a
+//                                               rollback)
 //   rsc_reshard_parents_incomplete{stream}      gauge: sealed (not yet retired) shards
 //                                               of the stream not read to their end,
 //                                               summed over its groups, as of the last

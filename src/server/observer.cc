@@ -46,6 +46,7 @@ void MetricsObserver::OnEvents(const GroupKey& key, const std::vector<Event>& ev
       case EventKind::kParentResealed:
       case EventKind::kGenerationDeleted:
       case EventKind::kShardKeyRecreateDeferred:
+      case EventKind::kLayoutAdoptionDeferred:
         metrics_.OnReshardEvent(EventKindName(e.kind));
         break;
       case EventKind::kRetiredKeyKept:

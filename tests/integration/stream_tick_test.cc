@@ -139,6 +139,31 @@ class StreamTick : public ::testing::Test {
     admin_ = std::make_unique<HookedAdmin>(*real_);
     t_ = std::make_unique<TestService>(*store_, *admin_);
   }
+  // Group billing of stream orders on 2 shards, resharded to 3: the new generation PREPARING.
+  void CreateAndReshard() {
+    GroupService& service = t_->service;
+    ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
+    auto stream = service.DescribeStream("orders");
+    ASSERT_TRUE(stream.ok()) << stream.error().message;
+    ASSERT_TRUE(service.Reshard("orders", stream->revision, 3, nullptr).ok());
+  }
+  // Every key with its DUMP: what a snapshot restore brings back (RestoreAll).
+  using Snapshot = std::vector<std::pair<std::string, std::string>>;
+  Snapshot Dump() {
+    Snapshot snapshot;
+    for (const CliReply& k : cli->Run({"KEYS", "*"}).elements) {
+      snapshot.emplace_back(k.str, cli->Run({"DUMP", k.str}).str);
+    }
+    EXPECT_FALSE(snapshot.empty());
+    return snapshot;
+  }
+  void RestoreAll(const Snapshot& snapshot) {
+    ASSERT_TRUE(cli->Run({"FLUSHALL"}).ok());
+    for (const auto& [key, dump] : snapshot) {
+      ASSERT_TRUE(cli->Run({"RESTORE", key, "0", dump}).ok()) << key;
+    }
+  }
+
   RedisProcess redis_;
   std::unique_ptr<RedisCli> cli;
   std::unique_ptr<redis::RedisStore> store_;
@@ -471,17 +496,10 @@ TEST_F(StreamTick, AMissingKeyOfAReshardedStreamIsCreatedWithItsGroups) {
 TEST_F(StreamTick, AKeyIsNotRecreatedFromALayoutARollbackOvertookBetweenTheReads) {
   GroupService& service = t_->service;
   TestService& t = *t_;
-  ASSERT_TRUE(service.CreateGroup({"orders", "billing", 2, {}}, nullptr).ok());
-  auto stream = service.DescribeStream("orders");
-  ASSERT_TRUE(stream.ok()) << stream.error().message;
-  ASSERT_TRUE(service.Reshard("orders", stream->revision, 3, nullptr).ok());
+  CreateAndReshard();
   // The snapshot: the layout with the new generation PREPARING, the group, the parents
   // unsealed, no child keys.
-  std::vector<std::pair<std::string, std::string>> snapshot;
-  for (const CliReply& k : cli->Run({"KEYS", "*"}).elements) {
-    snapshot.emplace_back(k.str, cli->Run({"DUMP", k.str}).str);
-  }
-  ASSERT_FALSE(snapshot.empty());
+  const Snapshot snapshot = Dump();
   t.clock.Advance(kPastTheWaitMs);
   ASSERT_TRUE(service.StreamTick("orders").ok());
   auto active = service.DescribeStream("orders");
@@ -494,12 +512,7 @@ TEST_F(StreamTick, AKeyIsNotRecreatedFromALayoutARollbackOvertookBetweenTheReads
   const std::string seal_id = "18446744073709551615-18446744073709551615";
 
   // The restore, between the tick's layout read and its tops read.
-  admin_->RunOnceBeforeNextTops([&] {
-    ASSERT_TRUE(cli->Run({"FLUSHALL"}).ok());
-    for (const auto& [key, dump] : snapshot) {
-      ASSERT_TRUE(cli->Run({"RESTORE", key, "0", dump}).ok()) << key;
-    }
-  });
+  admin_->RunOnceBeforeNextTops([&] { RestoreAll(snapshot); });
   Status tick = service.StreamTick("orders");
   ASSERT_TRUE(tick.ok()) << tick.error().message;
   for (const std::string& child : children) {
@@ -521,6 +534,76 @@ TEST_F(StreamTick, AKeyIsNotRecreatedFromALayoutARollbackOvertookBetweenTheReads
     EXPECT_EQ(last.elements[0].elements[0].str, seal_id) << s.stream << " is not sealed";
   }
   for (const std::string& child : children) EXPECT_EQ(cli->Run({"EXISTS", child}).integer, 1);
+}
+
+// A group is not written from a layout read before a rollback (simulator seed 82 of the
+// Seed12 search): the pass seals and activates the new generation and reads that layout;
+// then, while it reads the parents' progress, Redis goes back to a snapshot taken with the
+// generation PREPARING. The group it loads next is the restored one; adopting the layout
+// read before would put it on a generation Redis does not have, which no later pass can
+// roll forward (no seal of it survived). Nothing is written; the next pass reshards again
+// from what Redis holds.
+TEST_F(StreamTick, AGroupDoesNotAdoptALayoutARollbackTookAwayBetweenTheReads) {
+  GroupService& service = t_->service;
+  TestService& t = *t_;
+  const GroupKey key{"orders", "billing"};
+  CreateAndReshard();
+  const Snapshot snapshot = Dump();
+  t.clock.Advance(kPastTheWaitMs);
+  admin_->RunOnceInNextProgress([&] { RestoreAll(snapshot); });
+  Status tick = service.StreamTick("orders");
+  ASSERT_TRUE(tick.ok()) << tick.error().message;
+
+  auto layout = service.DescribeStream("orders");
+  ASSERT_TRUE(layout.ok());
+  ASSERT_EQ(layout->layout.generations.back().state, GenerationState::kPreparing)
+      << "the hook did not restore the snapshot";
+  auto group = store_->Load(key, t.clock.NowMs());
+  ASSERT_TRUE(group.ok()) << group.error().message;
+  EXPECT_EQ(group->meta->active_generation, 0)
+      << "the group adopted generation 1, which the restored layout has PREPARING";
+  EXPECT_LE(group->meta->layout_revision, layout->revision)
+      << "the group records a layout revision Redis does not hold";
+  EXPECT_EQ(t.events.Count(EventKind::kLayoutAdoptionDeferred), 1);
+
+  // The next passes act on the restored layout: seal, activate, adopt.
+  ASSERT_TRUE(service.StreamTick("orders").ok());
+  auto after = service.DescribeStream("orders");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->layout.generations.back().state, GenerationState::kActive);
+  group = store_->Load(key, t.clock.NowMs());
+  ASSERT_TRUE(group.ok());
+  EXPECT_EQ(group->meta->active_generation, 1);
+  EXPECT_EQ(group->meta->layout_revision, after->revision);
+}
+
+// The same for a completion hint (the path seed 82 took): the heartbeat reads the layout
+// and the parents' progress, Redis goes back to the snapshot meanwhile, and the group it
+// loads under the mutex is the restored one: the hint writes nothing.
+TEST_F(StreamTick, AHintDoesNotWriteAGroupFromALayoutARollbackTookAway) {
+  GroupService& service = t_->service;
+  TestService& t = *t_;
+  const GroupKey key{"orders", "billing"};
+  CreateAndReshard();
+  const Snapshot snapshot = Dump();
+  t.clock.Advance(kPastTheWaitMs);
+  ASSERT_TRUE(service.StreamTick("orders").ok());  // sealed, activated, adopted
+  Drain(*cli, "{orders:0}", "billing");
+  Drain(*cli, "{orders:1}", "billing");
+  admin_->RunOnceInNextProgress([&] { RestoreAll(snapshot); });
+  HeartbeatRequest hint;
+  hint.member_id = MemberId("a");
+  hint.instance_id = "i-a";
+  hint.features = {"layout-v2", "shard-lease"};
+  hint.completed_shards = {0, 1};
+  (void)service.Heartbeat(key, hint);
+
+  auto group = store_->Load(key, t.clock.NowMs());
+  ASSERT_TRUE(group.ok()) << group.error().message;
+  EXPECT_EQ(group->meta->active_generation, 0)
+      << "the hint put the restored group on generation 1, PREPARING in the restored layout";
+  for (const ShardState& s : group->meta->shards) EXPECT_FALSE(s.completed) << "shard " << s.id;
+  EXPECT_EQ(t.events.Count(EventKind::kLayoutAdoptionDeferred), 1);
 }
 
 }  // namespace
