@@ -71,6 +71,13 @@ Result<RoutingQuery> ParseRoutingQuery(std::string_view query) {
   return out;
 }
 
+// The heartbeat a heartbeat or leave body carries.
+Result<HeartbeatRequest> ParseHeartbeatBody(Route route, std::string_view body) {
+  if (route == Route::kHeartbeat) return ParseHeartbeatRequest(body);
+  RSC_ASSIGN_OR_RETURN(auto leave, ParseLeaveRequest(body));
+  return std::move(leave.heartbeat);
+}
+
 }  // namespace
 
 struct Api::Outcome {
@@ -120,6 +127,64 @@ HttpResponse Api::Handle(const HttpRequest& req) {
       out = Outcome::Fail(MakeError(ErrorCode::kInternal, "internal error"));
     }
   }
+  return Finish(req, route, start, std::move(out));
+}
+
+bool Api::IsQueued(const HttpRequest& req) const {
+  if (req.method != "POST") return false;
+  Result<RouteMatch> m = MatchRoute(req.method, req.target, nullptr);
+  return m.ok() && (m->route == Route::kHeartbeat || m->route == Route::kLeave);
+}
+
+void Api::HandleAsync(const HttpRequest& req, Done done, const Spawn& spawn) {
+  auto start = std::chrono::steady_clock::now();
+  Result<RouteMatch> m = MatchRoute(req.method, req.target, nullptr);
+  if (!m.ok() || (m->route != Route::kHeartbeat && m->route != Route::kLeave)) {
+    // Not IsQueued: the server calls this on a worker, which may block.
+    return done(Handle(req));
+  }
+  // Heartbeats and leaves: the same steps as Dispatch, but the answer comes from the
+  // group's batch (GroupService::HeartbeatAsync): no thread waits for it, and on the IO
+  // thread (IsQueued) nothing here blocks.
+  const std::string_view route = RouteName(m->route);
+  Outcome out;
+  try {
+    std::string_view actor;
+    std::optional<ShutdownGate::Guard> guard;
+    std::optional<Outcome> refused = Admit(*m, req, &actor, &guard);
+    if (refused) return done(Finish(req, route, start, std::move(*refused)));
+    Result<HeartbeatRequest> hb = ParseHeartbeatBody(m->route, req.body);
+    if (!hb.ok()) {
+      metrics_.OnHeartbeat(ErrorCodeName(hb.error().code));
+      return done(Finish(req, route, start, Outcome::Fail(hb.error())));
+    }
+    // The guard is held until the answer (S1: requests already inside complete).
+    auto held = std::make_shared<std::optional<ShutdownGate::Guard>>(std::move(guard));
+    api_.HeartbeatAsync(
+        m->key, std::move(*hb),
+        [this, &req, route, start, held, done](Result<HeartbeatResponse> r) {
+          // Runs on the batch's leader: must not throw into its loop.
+          Outcome o;
+          try {
+            o = HeartbeatOutcome(r);
+          } catch (const std::exception& e) {
+            spdlog::error("http handler for route {} threw: {}", route, e.what());
+            o = Outcome::Fail(MakeError(ErrorCode::kInternal, "internal error"));
+          }
+          held->reset();
+          done(Finish(req, route, start, std::move(o)));
+        },
+        spawn);
+    return;
+  } catch (const std::exception& e) {
+    spdlog::error("http handler for route {} threw: {}", route, e.what());
+    out = Outcome::Fail(MakeError(ErrorCode::kInternal, "internal error"));
+  }
+  done(Finish(req, route, start, std::move(out)));
+}
+
+HttpResponse Api::Finish(const HttpRequest& req, std::string_view route,
+                         std::chrono::steady_clock::time_point start, Outcome out) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_.OnHttpRequest(route, out.response.status, seconds);
   std::string_view path = req.target;
@@ -138,7 +203,9 @@ HttpResponse Api::Handle(const HttpRequest& req) {
   return std::move(out.response);
 }
 
-Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
+std::optional<Api::Outcome> Api::Admit(const RouteMatch& m, const HttpRequest& req,
+                                       std::string_view* actor_out,
+                                       std::optional<ShutdownGate::Guard>* guard) {
   bool previous_token = false;
   Result<std::string_view> actor =
       auth_.Check(m.route, req.Header("Authorization"), &previous_token);
@@ -153,10 +220,10 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
     }
     return o;
   }
-  std::optional<ShutdownGate::Guard> guard;
+  *actor_out = *actor;
   if (IsGatedRoute(m.route)) {
-    guard = gate_.Enter();
-    if (!guard) {
+    *guard = gate_.Enter();
+    if (!*guard) {
       Error e = MakeError(ErrorCode::kCoordinatorTerminating,
                           "coordinator is terminating; retry on another endpoint");
       if (m.route == Route::kHeartbeat || m.route == Route::kLeave) {
@@ -165,23 +232,23 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       return Outcome::Fail(std::move(e));
     }
   }
+  return std::nullopt;
+}
+
+Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
+  std::string_view actor;
+  std::optional<ShutdownGate::Guard> guard;
+  if (std::optional<Outcome> refused = Admit(m, req, &actor, &guard)) return *refused;
 
   switch (m.route) {
-    case Route::kHeartbeat: {
-      auto hb = ParseHeartbeatRequest(req.body);
+    case Route::kHeartbeat:
+    case Route::kLeave: {
+      auto hb = ParseHeartbeatBody(m.route, req.body);
       if (!hb.ok()) {
         metrics_.OnHeartbeat(ErrorCodeName(hb.error().code));
         return Outcome::Fail(hb.error());
       }
-      return Heartbeat(m.key, *hb);
-    }
-    case Route::kLeave: {
-      auto leave = ParseLeaveRequest(req.body);
-      if (!leave.ok()) {
-        metrics_.OnHeartbeat(ErrorCodeName(leave.error().code));
-        return Outcome::Fail(leave.error());
-      }
-      return Heartbeat(m.key, leave->heartbeat);
+      return HeartbeatOutcome(api_.Heartbeat(m.key, *hb));
     }
     case Route::kRouting:
     case Route::kStreamRouting: {
@@ -198,7 +265,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       if (!c.ok()) return Outcome::Fail(c.error());
       RevisionChange change;
       auto v = api_.CreateGroup(*c, &change);
-      Audit(*actor, m, change);
+      Audit(actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(201, SerializeGroupView(*v));
     }
@@ -215,7 +282,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
     case Route::kPatchGroup: {
       RevisionChange change;
       Outcome o = Patch(m, req, &change);
-      Audit(*actor, m, change);
+      Audit(actor, m, change);
       return o;
     }
     case Route::kDeleteGroup: {
@@ -229,7 +296,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       }
       RevisionChange change;
       Status s = api_.DeleteGroup(m.key, **rev, &change);
-      Audit(*actor, m, change);
+      Audit(actor, m, change);
       if (!s.ok()) return Outcome::Fail(s.error());
       metrics_.ForgetGroup(m.key);
       return Outcome::Ok(200, SerializeDeleted(m.key));
@@ -237,7 +304,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
     case Route::kFenceMember: {
       RevisionChange change;
       auto v = api_.FenceMember(m.key, MemberId(m.member), &change);
-      Audit(*actor, m, change);
+      Audit(actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeGroupView(*v));
     }
@@ -253,7 +320,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       }
       RevisionChange change;
       auto v = api_.RestoreGroup(req.body, &change);
-      Audit(*actor, m, change);
+      Audit(actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeGroupView(*v));
     }
@@ -267,7 +334,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       if (!body.ok()) return Outcome::Fail(body.error());
       RevisionChange change;
       auto v = api_.PatchStream(m.key.stream, *body, &change);
-      Audit(*actor, m, change);
+      Audit(actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeStreamView(*v));
     }
@@ -277,7 +344,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
       RevisionChange change;
       auto v =
           api_.Reshard(m.key.stream, body->expected_layout_revision, body->shard_count, &change);
-      Audit(*actor, m, change);
+      Audit(actor, m, change);
       if (!v.ok()) return Outcome::Fail(v.error());
       return Outcome::Ok(200, SerializeStreamView(*v));
     }
@@ -313,8 +380,7 @@ Api::Outcome Api::Dispatch(const RouteMatch& m, const HttpRequest& req) {
   return Outcome::Fail(MakeError(ErrorCode::kInternal, "unhandled route"));
 }
 
-Api::Outcome Api::Heartbeat(const GroupKey& key, const HeartbeatRequest& hb) {
-  auto r = api_.Heartbeat(key, hb);
+Api::Outcome Api::HeartbeatOutcome(const Result<HeartbeatResponse>& r) {
   if (!r.ok()) {
     metrics_.OnHeartbeat(ErrorCodeName(r.error().code));
     return Outcome::Fail(r.error());

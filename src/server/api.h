@@ -26,9 +26,11 @@
 // patch is refused with REVISION_CONFLICT right away (the service would refuse it too,
 // SPEC I4), so the merge always starts from the revision the patch is applied to.
 //
-// Thread safety: Handle() runs concurrently on the server's worker threads; the Api
+// Thread safety: Handle() and HandleAsync() run concurrently on the server's worker threads
+// (a heartbeat's answer is finished on its batch's leader thread); the Api
 // holds no mutable state of its own. `api`, `gate` and `metrics` must outlive it.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -57,6 +59,12 @@ class Api : public HttpHandler {
   Api(CoordinatorApi& api, ShutdownGate& gate, Metrics& metrics, ApiOptions options = {});
 
   HttpResponse Handle(const HttpRequest& req) override;
+  // Heartbeat and leave: answered from the group's batch (CoordinatorApi::HeartbeatAsync,
+  // whose blocking work goes to `spawn`), with no thread waiting for it; every other route
+  // (called on a worker): Handle(req).
+  void HandleAsync(const HttpRequest& req, Done done, const Spawn& spawn) override;
+  // Heartbeat and leave: HandleAsync only parses and queues them, on the IO thread.
+  bool IsQueued(const HttpRequest& req) const override;
   // /healthz, /metrics and the console's files (/ui) never block: they run on the IO thread.
   bool IsInline(const HttpRequest& req) const override;
   // Counts server-made replies (400 malformed HTTP, 413, 503 stopping) under
@@ -66,7 +74,14 @@ class Api : public HttpHandler {
  private:
   struct Outcome;
   Outcome Dispatch(const RouteMatch& m, const HttpRequest& req);
-  Outcome Heartbeat(const GroupKey& key, const HeartbeatRequest& hb);
+  // Steps 2 and 3: an Outcome when the request is refused there; else nullopt, with the
+  // actor and, for a gated route, the gate's guard (held until the request is answered).
+  std::optional<Outcome> Admit(const RouteMatch& m, const HttpRequest& req, std::string_view* actor,
+                               std::optional<ShutdownGate::Guard>* guard);
+  Outcome HeartbeatOutcome(const Result<HeartbeatResponse>& r);
+  // Counts and logs the request; its response.
+  HttpResponse Finish(const HttpRequest& req, std::string_view route,
+                      std::chrono::steady_clock::time_point start, Outcome out);
   Outcome Patch(const RouteMatch& m, const HttpRequest& req, RevisionChange* change);
   // Hands a committed mutation of `m.route` to the auditor, if any (also when the request
   // then failed: the change happened).

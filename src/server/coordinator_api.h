@@ -12,6 +12,7 @@
 // liveness seeding) answers an error AND reports the committed change.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +39,19 @@ class CoordinatorApi {
   virtual ~CoordinatorApi() = default;
   // POST /v1/groups/{P}/{G}/heartbeat (join: epoch 0, leave: epoch -1).
   virtual Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) = 0;
+  // The same, answered through `done` (exactly once, maybe on another thread, maybe before
+  // this returns), so the caller need not hold a thread while the heartbeat waits for its
+  // batch. With `spawn`, the call itself never blocks: any work that may (Redis) runs in a
+  // function handed to `spawn`, which runs it on some other thread (the HTTP server's
+  // worker pool); without it, such work runs on the calling thread. The default answers
+  // with Heartbeat(), through `spawn` when given.
+  using HeartbeatDone = std::function<void(Result<HeartbeatResponse>)>;
+  using Spawn = std::function<void(std::function<void()>)>;
+  virtual void HeartbeatAsync(const GroupKey& key, HeartbeatRequest req, HeartbeatDone done,
+                              const Spawn& spawn = nullptr) {
+    if (!spawn) return done(Heartbeat(key, req));
+    spawn([this, key, req = std::move(req), done = std::move(done)] { done(Heartbeat(key, req)); });
+  }
   // GET /v1/groups/{P}/{G}/routing?observedVersion=N&lineage=L
   virtual Result<RoutingResponse> Routing(const GroupKey& key, int64_t observed_version,
                                           const std::string& lineage) = 0;

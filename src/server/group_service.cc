@@ -144,16 +144,17 @@ Result<R> GroupService::Mutate(const GroupKey& key, std::chrono::milliseconds wa
 }
 
 struct GroupService::HeartbeatWaiter {
-  const HeartbeatRequest* req;
-  std::optional<Result<HeartbeatResponse>> result;
+  HeartbeatRequest owned;       // HeartbeatAsync's copy (empty for the blocking Heartbeat)
+  const HeartbeatRequest* req;  // &owned, or the blocking caller's request
+  HeartbeatDone done;           // called once, with the answer, by the batch's leader
+  std::function<void()> lead;   // a blocking caller's: wakes it to lead the next batch
 };
 
 struct GroupService::HeartbeatQueue {
-  explicit HeartbeatQueue(SyncPort& sync) : mu(sync.NewMutex()), cv(sync.NewCondVar()) {}
+  explicit HeartbeatQueue(SyncPort& sync) : mu(sync.NewMutex()) {}
   std::unique_ptr<SyncPort::Mutex> mu;
-  std::unique_ptr<SyncPort::CondVar> cv;
-  std::deque<HeartbeatWaiter*> waiting;  // guarded by mu
-  bool leader = false;                   // guarded by mu
+  std::deque<std::unique_ptr<HeartbeatWaiter>> waiting;  // guarded by mu
+  bool leader = false;                                   // guarded by mu
 };
 
 std::shared_ptr<GroupService::HeartbeatQueue> GroupService::QueueFor(const GroupKey& key) {
@@ -325,42 +326,125 @@ Status GroupService::CheckReportedCompletions(const GroupKey& key,
   return r.ok() ? OkStatus() : Status(r.error());
 }
 
+void GroupService::HeartbeatAsync(const GroupKey& key, HeartbeatRequest req, HeartbeatDone done,
+                                  const Spawn& spawn) {
+  if (spawn && !req.completed_shards.empty()) {
+    // Its RS3 check (Enqueue) reads Redis: all of it on the pool, as a plain call.
+    return spawn([this, key, req = std::move(req), done = std::move(done)]() mutable {
+      HeartbeatAsync(key, std::move(req), std::move(done), nullptr);
+    });
+  }
+  auto w = std::make_unique<HeartbeatWaiter>();
+  w->owned = std::move(req);
+  w->req = &w->owned;
+  w->done = std::move(done);
+  std::shared_ptr<HeartbeatQueue> q = QueueFor(key);
+  if (!Enqueue(key, *q, std::move(w))) return;
+  if (!spawn) return LeadBatches(key, *q, /*hand_over=*/false);
+  spawn([this, key, q] { LeadBatches(key, *q, /*hand_over=*/false); });
+}
+
 Result<HeartbeatResponse> GroupService::Heartbeat(const GroupKey& key,
                                                   const HeartbeatRequest& req) {
-  if (!req.completed_shards.empty()) {
+  // The queued path with callbacks that wake this caller: with its answer, or to lead
+  // the next batch. The waiter points at the caller's own request (alive until the
+  // answer is back), not a copy: the simulator's observers know a request by its address.
+  struct Slot {
+    std::unique_ptr<SyncPort::Mutex> mu;
+    std::unique_ptr<SyncPort::CondVar> cv;
+    std::optional<Result<HeartbeatResponse>> result;  // guarded by mu
+    bool lead = false;                                // guarded by mu
+  } slot{sync_.NewMutex(), sync_.NewCondVar(), std::nullopt};
+  auto w = std::make_unique<HeartbeatWaiter>();
+  w->req = &req;
+  w->done = [&slot](Result<HeartbeatResponse> r) {
+    std::lock_guard<SyncPort::Mutex> lock(*slot.mu);
+    slot.result = std::move(r);
+    slot.cv->NotifyAll();
+  };
+  w->lead = [&slot] {
+    std::lock_guard<SyncPort::Mutex> lock(*slot.mu);
+    slot.lead = true;
+    slot.cv->NotifyAll();
+  };
+  std::shared_ptr<HeartbeatQueue> q = QueueFor(key);
+  bool lead = Enqueue(key, *q, std::move(w));
+  for (;;) {
+    // A leader's first batch includes its own request, so it has its answer after it.
+    if (lead) LeadBatches(key, *q, /*hand_over=*/true);
+    std::unique_lock<SyncPort::Mutex> lock(*slot.mu);
+    while (!slot.result && !slot.lead) slot.cv->Wait(*slot.mu);
+    if (slot.result) return std::move(*slot.result);
+    slot.lead = false;
+    lead = true;
+  }
+}
+
+bool GroupService::Enqueue(const GroupKey& key, HeartbeatQueue& q,
+                           std::unique_ptr<HeartbeatWaiter> w) {
+  if (!w->req->completed_shards.empty()) {
     // RS3: recorded before this heartbeat is answered, so its answer already hands the
     // children on. A failure only delays it to the next tick or hint.
-    (void)CheckReportedCompletions(key, req.completed_shards);
+    (void)CheckReportedCompletions(key, w->req->completed_shards);
   }
-  std::shared_ptr<HeartbeatQueue> q = QueueFor(key);
-  HeartbeatWaiter me{&req, std::nullopt};
-  std::unique_lock<SyncPort::Mutex> lock(*q->mu);
-  q->waiting.push_back(&me);
-  while (!me.result) {
-    if (q->leader) {
-      q->cv->Wait(*q->mu);
-      continue;
+  size_t waiting = 0;
+  {
+    std::lock_guard<SyncPort::Mutex> lock(*q.mu);
+    q.waiting.push_back(std::move(w));
+    if (!q.leader) {
+      q.leader = true;
+      return true;
     }
-    // Lead: take what is queued (this request included, unless an earlier leader
-    // already served it) and decide it as one batch.
-    q->leader = true;
-    std::vector<HeartbeatWaiter*> batch;
-    while (!q->waiting.empty() && batch.size() < options_.max_heartbeat_batch) {
-      batch.push_back(q->waiting.front());
-      q->waiting.pop_front();
-    }
-    lock.unlock();
-    std::vector<Result<HeartbeatResponse>> answers = RunHeartbeatBatch(key, batch);
-    lock.lock();
-    // Handed over under the mutex: a waiter checks its result under it too, and may wake
-    // (spuriously, or for another leader's batch) while this one is still being decided.
-    // Writing them unlocked was a data race (found by ThreadSanitizer in
-    // MultiCoordinatorTest.SigtermUnderLoad…).
-    for (size_t i = 0; i < batch.size(); ++i) batch[i]->result = std::move(answers[i]);
-    q->leader = false;
-    q->cv->NotifyAll();
+    waiting = q.waiting.size();  // the leader takes it with its next batch
   }
-  return std::move(*me.result);
+  observer_.OnHeartbeatQueued(key, waiting);
+  return false;
+}
+
+void GroupService::LeadBatches(const GroupKey& key, HeartbeatQueue& q, bool hand_over) {
+  for (;;) {
+    std::vector<std::unique_ptr<HeartbeatWaiter>> batch;
+    {
+      std::lock_guard<SyncPort::Mutex> lock(*q.mu);
+      if (q.waiting.empty()) {
+        q.leader = false;
+        return;
+      }
+      while (!q.waiting.empty() && batch.size() < options_.max_heartbeat_batch) {
+        batch.push_back(std::move(q.waiting.front()));
+        q.waiting.pop_front();
+      }
+    }
+    std::vector<HeartbeatWaiter*> view;
+    view.reserve(batch.size());
+    for (auto& b : batch) view.push_back(b.get());
+    std::vector<Result<HeartbeatResponse>> answers;
+    try {
+      answers = RunHeartbeatBatch(key, view);
+    } catch (const std::exception& e) {
+      // Answered, not lost: a leader that left by an exception would leave the group's
+      // queue with a leader no one is, and every later heartbeat of the group unanswered.
+      spdlog::error("heartbeat batch of {} threw: {}", key.Tag(), e.what());
+      answers.assign(batch.size(),
+                     Result<HeartbeatResponse>(MakeError(ErrorCode::kInternal, "internal error")));
+    }
+    // Outside the queue's mutex: a callback takes its own locks (a blocking caller's
+    // slot, an HTTP connection's strand). Each waiter is answered exactly once.
+    for (size_t i = 0; i < batch.size(); ++i) batch[i]->done(std::move(answers[i]));
+    if (!hand_over) continue;
+    // A blocking leader has its answer now and its caller waits for it: a blocking waiter
+    // next in line leads from here (with its own request in its first batch). Requests
+    // queued by HeartbeatAsync have no thread waiting, so this one goes on for them.
+    std::lock_guard<SyncPort::Mutex> lock(*q.mu);
+    if (q.waiting.empty()) {
+      q.leader = false;
+      return;
+    }
+    if (q.waiting.front()->lead) {
+      q.waiting.front()->lead();
+      return;
+    }
+  }
 }
 
 Result<RoutingResponse> GroupService::Routing(const GroupKey& key, int64_t observed_version,

@@ -45,6 +45,8 @@ class ServiceObserver {
   // A batch of steady heartbeats committed by RenewIfSteady (true), or refused by it and
   // sent down the locked path (false).
   virtual void OnSteadyRenewal(const GroupKey&, bool /*applied*/) {}
+  // A heartbeat queued behind the batch a leader is deciding; `waiting` counts it.
+  virtual void OnHeartbeatQueued(const GroupKey&, size_t /*waiting*/) {}
   virtual void OnLoadError(const GroupKey&, const Error&) {}
   // Once per tick per group, with the full liveness map.
   virtual void OnGroupState(const GroupKey&, const GroupMetadata&, const Liveness&,
@@ -111,6 +113,13 @@ class GroupService : public CoordinatorApi {
                GroupServiceOptions options, std::function<Status()> ready_probe);
 
   Result<HeartbeatResponse> Heartbeat(const GroupKey& key, const HeartbeatRequest& req) override;
+  // Queues the heartbeat for the group's next batch and returns; `done` runs once with the
+  // answer, on the thread that leads that batch. If none was leading, this call leads
+  // until the queue is empty: on this thread, or with `spawn` on the thread it spawns (as
+  // does the RS3 check of a request that reports completed shards: it reads Redis).
+  // Requests waiting for a batch hold no thread.
+  void HeartbeatAsync(const GroupKey& key, HeartbeatRequest req, HeartbeatDone done,
+                      const Spawn& spawn = nullptr) override;
   Result<RoutingResponse> Routing(const GroupKey& key, int64_t observed_version,
                                   const std::string& lineage) override;
   Result<GroupView> CreateGroup(const CreateGroupRequest& req, RevisionChange* change) override;
@@ -162,8 +171,15 @@ class GroupService : public CoordinatorApi {
   struct HeartbeatWaiter;
   struct HeartbeatQueue;
   std::shared_ptr<HeartbeatQueue> QueueFor(const GroupKey& key);
-  // Decides the batch in one locked section; the answers, in batch order. Touches no
-  // waiter's result: those are written under the queue's mutex (see Heartbeat).
+  // Queues `w` (after the RS3 completion check of its request); true: no one was leading,
+  // and the caller now leads (LeadBatches).
+  bool Enqueue(const GroupKey& key, HeartbeatQueue& q, std::unique_ptr<HeartbeatWaiter> w);
+  // Takes batches off the queue and answers them until it is empty. `hand_over` (a blocking
+  // caller, whose own answer came with its first batch): after each batch, a blocking
+  // waiter first in line is woken to lead instead, so no caller waits behind others' batches.
+  void LeadBatches(const GroupKey& key, HeartbeatQueue& q, bool hand_over);
+  // Decides the batch in one locked section; the answers, in batch order. Answers no
+  // waiter: LeadBatches does, once the batch is decided.
   std::vector<Result<HeartbeatResponse>> RunHeartbeatBatch(
       const GroupKey& key, const std::vector<HeartbeatWaiter*>& batch);
   // Decides the batch in order against one state: each decision sees the ones before it.

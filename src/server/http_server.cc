@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -69,6 +70,26 @@ HttpResponse SafeHandle(HttpHandler& handler, const HttpRequest& req) {
   return ErrorResponse(ErrorCode::kInternal, "internal error", false);
 }
 
+// HandleAsync with SafeHandle's guarantee: `done` is called once, with a 500 if the
+// handler threw before answering.
+void SafeHandleAsync(HttpHandler& handler, const HttpRequest& req, HttpHandler::Done done,
+                     const HttpHandler::Spawn& spawn) {
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  auto once = [answered, done](HttpResponse r) {
+    if (!answered->exchange(true)) done(std::move(r));
+  };
+  try {
+    handler.HandleAsync(req, once, spawn);
+    return;
+  } catch (const std::exception& e) {
+    spdlog::error("http handler threw: {} (method={} target={})", e.what(), req.method, req.target);
+  } catch (...) {
+    spdlog::error("http handler threw a non-exception (method={} target={})", req.method,
+                  req.target);
+  }
+  once(ErrorResponse(ErrorCode::kInternal, "internal error", false));
+}
+
 }  // namespace
 
 std::string_view HttpRequest::Header(std::string_view name) const {
@@ -87,7 +108,8 @@ struct HttpServerImpl {
       : options(std::move(o)),
         handler(h),
         ioc(std::make_unique<net::io_context>(std::max(1, options.io_threads))),
-        pool(std::make_unique<net::thread_pool>(std::max(1, options.worker_threads))) {
+        pool(std::make_unique<net::thread_pool>(std::max(1, options.worker_threads))),
+        spawn([this](std::function<void()> f) { net::post(*pool, std::move(f)); }) {
     accept_strand.emplace(net::make_strand(*ioc));
     acceptor.emplace(*accept_strand);
     accept_retry.emplace(*accept_strand);
@@ -108,6 +130,7 @@ struct HttpServerImpl {
   // sockets need the io_context), then the acceptor, timer and strand, then the context.
   std::unique_ptr<net::io_context> ioc;
   std::unique_ptr<net::thread_pool> pool;
+  const HttpHandler::Spawn spawn;  // posts to `pool`
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::optional<net::strand<net::io_context::executor_type>> accept_strand;
   std::optional<tcp::acceptor> acceptor;          // used on accept_strand only
@@ -301,10 +324,16 @@ class Session : public std::enable_shared_from_this<Session> {
                                        "the HTTP server is stopping", /*close=*/true));
     }
     if (server_->handler.IsInline(req_)) return Respond(SafeHandle(server_->handler, req_));
-    net::post(*server_->pool, [self = shared_from_this()] {
-      HttpResponse resp = SafeHandle(self->server_->handler, self->req_);
+    auto self = shared_from_this();
+    HttpHandler::Done done = [self](HttpResponse resp) {
       net::post(self->stream_.get_executor(),
                 [self, resp = std::move(resp)]() mutable { self->Respond(std::move(resp)); });
+    };
+    if (server_->handler.IsQueued(req_)) {
+      return SafeHandleAsync(server_->handler, req_, std::move(done), server_->spawn);
+    }
+    net::post(*server_->pool, [self, done = std::move(done)] {
+      SafeHandleAsync(self->server_->handler, self->req_, done, self->server_->spawn);
     });
   }
 

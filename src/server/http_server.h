@@ -3,8 +3,11 @@
 // rest of the server compiles without Beast).
 //
 // Threads: `io_threads` threads run every socket (accept, read, write) and a separate,
-// fixed pool of `worker_threads` runs HttpHandler::Handle, which may block on Redis.
-// A finished response is posted back to its connection's strand. The thread count is
+// fixed pool of `worker_threads` runs HttpHandler::HandleAsync, which may block on Redis
+// or answer later from another thread. A request the handler says only queues
+// (IsQueued: a heartbeat, which waits for its group's batch) is handed to it on the IO
+// thread instead, and what blocks runs on the pool. A finished response is posted back to
+// its connection's strand. The thread count is
 // therefore io_threads + worker_threads no matter how many connections are open; an idle
 // keep-alive connection costs one socket, a timer and a few hundred bytes, so one
 // process holds 10,000 of them (Start() raises RLIMIT_NOFILE's soft limit to the hard
@@ -25,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,6 +67,24 @@ class HttpHandler {
   // Runs on a worker thread, concurrently with other calls; may block. Exceptions are
   // caught and answered 500 INTERNAL, but handlers should not rely on that.
   virtual HttpResponse Handle(const HttpRequest& req) = 0;
+  // What the server calls on the worker thread: answers through `done`, exactly once,
+  // maybe later and on another thread (e.g. a heartbeat that waits for its group's batch
+  // without holding the worker). `req` stays valid until `done` is called. The default
+  // answers with Handle(req). Exceptions thrown before `done` was called are answered 500.
+  using Done = std::function<void(HttpResponse)>;
+  // Runs a function on the server's worker pool.
+  using Spawn = std::function<void(std::function<void()>)>;
+  virtual void HandleAsync(const HttpRequest& req, Done done, const Spawn& spawn) {
+    (void)spawn;
+    done(Handle(req));
+  }
+  // True when HandleAsync(req) never blocks: it only queues the request, and hands
+  // whatever may block to `spawn`. The server then calls it on the IO thread, saving the
+  // hand-off to a worker (issue 14: a heartbeat costs one thread wake-up less).
+  virtual bool IsQueued(const HttpRequest& req) const {
+    (void)req;
+    return false;
+  }
   // True when Handle(req) is cheap and never blocks (e.g. /healthz, /metrics): it then
   // runs on the IO thread, so such probes never queue behind requests waiting on Redis.
   virtual bool IsInline(const HttpRequest& req) const {

@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -493,6 +496,41 @@ TEST_F(HttpServerTest, TerminatingRefusesNewRequestsWhileInFlightOneCompletes) {
   EXPECT_EQ(fake_.Locked([&] { return fake_.heartbeats.size(); }), 1u);
 }
 
+// A heartbeat waiting for its group's batch holds no worker (issue 14): with one worker,
+// three heartbeats wait at once and a describe is answered meanwhile; each is answered
+// from another thread, holds its gate guard until then (S1), and is counted once.
+TEST_F(HttpServerTest, AQueuedHeartbeatHoldsNoWorkerAndIsAnsweredFromAnotherThread) {
+  HttpServerOptions opts;
+  opts.worker_threads = 1;
+  StartServer(opts);
+  fake_.DeferHeartbeats();
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (const char* id : {"m1", "m2", "m3"}) {
+    conns.push_back(std::make_unique<RawConn>(server_->port()));
+    ASSERT_TRUE(conns.back()->Send(
+        MakeRequest("POST", "/v1/groups/orders/billing/heartbeat",
+                    std::string(R"({"memberId":")") + id + R"(","memberEpoch":0})")));
+  }
+  ASSERT_TRUE(fake_.WaitDeferred(3)) << "the one worker was held by a waiting heartbeat";
+  EXPECT_EQ(gate_.in_flight(), 3);
+  EXPECT_EQ(Call("GET", "/v1/groups/orders/billing", "", {Auth()}).status, 200);
+
+  std::thread answerer([&] { EXPECT_EQ(fake_.AnswerDeferred(), 3u); });
+  answerer.join();
+  for (size_t i = 0; i < conns.size(); ++i) {
+    auto r = conns[i]->Read();
+    ASSERT_TRUE(r) << "heartbeat " << i << " was not answered";
+    EXPECT_EQ(r->status, 200);
+    auto hb = ParseHeartbeatResponse(r->body);
+    ASSERT_TRUE(hb.ok()) << r->body;
+    EXPECT_EQ(hb->member_id.str(), "m" + std::to_string(i + 1));
+  }
+  EXPECT_TRUE(gate_.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  auto metrics = Call("GET", "/metrics");
+  EXPECT_NE(metrics.body.find(R"(rsc_heartbeats_total{status="OK"} 3)"), std::string::npos)
+      << metrics.body;
+}
+
 // The web console's files (SPEC O3, server/ui_assets.h): public, answered on the IO thread
 // (so even with every worker blocked), revalidated with 304 through the real serializer,
 // served while terminating, counted under route="ui".
@@ -700,6 +738,26 @@ TEST_F(HttpServerTest, StopClosesIdleConnectionsAndFinishesInFlight) {
   EXPECT_EQ(server_->open_connections(), 0);
 }
 
+// Stop's drain covers a heartbeat answered later from its batch: the connection is held
+// until the answer, which is written (with Connection: close) before Stop returns.
+TEST_F(HttpServerTest, StopWaitsForAQueuedHeartbeatsAnswer) {
+  StartServer();
+  fake_.DeferHeartbeats();
+  RawConn busy(server_->port());
+  ASSERT_TRUE(busy.Send(MakeRequest("POST", "/v1/groups/o/g/heartbeat", kHeartbeatBody)));
+  ASSERT_TRUE(fake_.WaitDeferred(1));
+  auto stopped = std::async(std::launch::async, [&] { server_->Stop(std::chrono::seconds(10)); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "Stop returned while a heartbeat was waiting for its answer";
+  EXPECT_EQ(fake_.AnswerDeferred(), 1u);
+  auto r = busy.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->Header("connection"), "close");
+  stopped.get();
+  EXPECT_EQ(server_->open_connections(), 0);
+}
+
 TEST_F(HttpServerTest, ManyConcurrentClients) {
   StartServer();
   constexpr int kClients = 32;
@@ -717,6 +775,52 @@ TEST_F(HttpServerTest, ManyConcurrentClients) {
     }));
   }
   for (auto& f : results) EXPECT_EQ(f.get(), 20);
+}
+
+// A handler's HandleAsync that throws before answering gets the same 500 as Handle, and
+// the connection serves the next request; one that answers later from another thread is
+// answered then.
+TEST(HttpServerAsync, AThrowingHandlerIs500AndALateAnswerIsWritten) {
+  class Handler : public HttpHandler {
+   public:
+    HttpResponse Handle(const HttpRequest&) override { return HttpResponse{}; }
+    void HandleAsync(const HttpRequest& req, Done done, const Spawn&) override {
+      if (req.target == "/throw") throw std::runtime_error("boom");
+      std::lock_guard<std::mutex> lock(mu);
+      later = std::move(done);
+      cv.notify_all();
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    Done later;  // guarded by mu
+  } handler;
+  HttpServerOptions opts;
+  opts.worker_threads = 1;
+  HttpServer server(opts, handler);
+  ASSERT_TRUE(server.Start().ok());
+  RawConn c(server.port());
+  ASSERT_TRUE(c.Send(MakeRequest("GET", "/throw", "")));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500);
+  ASSERT_TRUE(c.Send(MakeRequest("GET", "/later", "")));
+  HttpHandler::Done done;
+  {
+    std::unique_lock<std::mutex> lock(handler.mu);
+    ASSERT_TRUE(
+        handler.cv.wait_for(lock, std::chrono::seconds(10), [&] { return !!handler.later; }));
+    done = std::move(handler.later);
+  }
+  std::thread([&] {
+    HttpResponse resp;
+    resp.status = 202;
+    resp.body = "late";
+    done(std::move(resp));
+  }).join();
+  r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202);
+  EXPECT_EQ(r->body, "late");
 }
 
 TEST(HttpServerStart, BindFailureIsReported) {

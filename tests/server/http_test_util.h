@@ -178,6 +178,41 @@ class FakeApi : public CoordinatorApi {
     r.assignment_lease_ms = 8000;
     return r;
   }
+  // With DeferHeartbeats(): records the call and returns without answering, as a
+  // GroupService does for a heartbeat queued behind its group's batch; AnswerDeferred()
+  // answers them later, from the calling thread. Otherwise: Heartbeat() through `spawn`.
+  void HeartbeatAsync(const GroupKey& key, HeartbeatRequest req, HeartbeatDone done,
+                      const Spawn& spawn) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (defer_heartbeats_) {
+        deferred_.push_back({key, std::move(req), std::move(done)});
+        cv_.notify_all();
+        return;
+      }
+    }
+    CoordinatorApi::HeartbeatAsync(key, std::move(req), std::move(done), spawn);
+  }
+  void DeferHeartbeats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    defer_heartbeats_ = true;
+  }
+  bool WaitDeferred(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return deferred_.size() >= n; });
+  }
+  // Answers every deferred heartbeat (as Heartbeat() would) on this thread; their count.
+  size_t AnswerDeferred() {
+    std::vector<Deferred> due;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      defer_heartbeats_ = false;
+      due.swap(deferred_);
+    }
+    for (Deferred& d : due) d.done(Heartbeat(d.key, d.req));
+    return due.size();
+  }
+
   Result<RoutingResponse> Routing(const GroupKey& key, int64_t observed_version,
                                   const std::string& lineage) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -316,8 +351,15 @@ class FakeApi : public CoordinatorApi {
   GroupView view;
 
  private:
+  struct Deferred {
+    GroupKey key;
+    HeartbeatRequest req;
+    HeartbeatDone done;
+  };
   std::mutex mu_;
   std::condition_variable cv_;
+  bool defer_heartbeats_ = false;
+  std::vector<Deferred> deferred_;
   bool block_heartbeats_ = false;
   int heartbeats_entered_ = 0;
 };
