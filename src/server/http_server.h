@@ -67,10 +67,11 @@ class HttpHandler {
   // Runs on a worker thread, concurrently with other calls; may block. Exceptions are
   // caught and answered 500 INTERNAL, but handlers should not rely on that.
   virtual HttpResponse Handle(const HttpRequest& req) = 0;
-  // What the server calls on the worker thread: answers through `done`, exactly once,
-  // maybe later and on another thread (e.g. a heartbeat that waits for its group's batch
-  // without holding the worker). `req` stays valid until `done` is called. The default
-  // answers with Handle(req). Exceptions thrown before `done` was called are answered 500.
+  // What the server calls, on a worker thread (on the IO thread when IsQueued(req)):
+  // answers through `done`, exactly once, maybe later and on another thread (e.g. a
+  // heartbeat that waits for its group's batch without holding a thread). `req` stays valid
+  // until `done` is called. The default answers with Handle(req). Exceptions thrown before
+  // `done` was called are answered 500.
   using Done = std::function<void(HttpResponse)>;
   // Runs a function on the server's worker pool.
   using Spawn = std::function<void(std::function<void()>)>;
