@@ -6,6 +6,7 @@
 //
 //   scripts/netns.sh build/bench/heartbeat_bench [--seconds 5] [--connections 8]
 //       [--members 10,100,1000] [--shards 64,4096] [--json FILE] [--locked-only]
+//       [--io-threads N]
 //
 // --members and --shards take lists: one row per (members, shards) pair, in a group of its
 // own (without --shards: max(8, members) shards). "µs/hb" is the wall time per heartbeat at
@@ -15,6 +16,8 @@
 // heartbeats and not a rebalance the warm-up left unfinished. --json FILE also writes the
 // rows to FILE. --locked-only turns the steady path off (GroupServiceOptions::steady_path):
 // every batch then takes the locked cycle, lock + load + CAS + unlock, as before issue 14.
+// --io-threads N sets the HTTP server's IO threads (default: DefaultIoThreads(), as the
+// coordinator's own default).
 //
 // Runs its own redis-server (EmbeddedRedis in a temp dir) and an in-process server.
 
@@ -226,6 +229,7 @@ int main(int argc, char** argv) {
   std::vector<int> shard_counts;  // empty: max(8, members)
   std::string json;
   bool steady_path = true;
+  int io_threads = rsc::HttpServerOptions{}.io_threads;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
@@ -234,6 +238,7 @@ int main(int argc, char** argv) {
     if (a == "--shards" && i + 1 < argc) shard_counts = rsc::bench::ParseList(argv[++i]);
     if (a == "--json" && i + 1 < argc) json = argv[++i];
     if (a == "--locked-only") steady_path = false;
+    if (a == "--io-threads" && i + 1 < argc) io_threads = std::atoi(argv[++i]);
   }
   spdlog::set_level(spdlog::level::warn);
   const std::string dir =
@@ -259,6 +264,7 @@ int main(int argc, char** argv) {
   rsc::Api api(service, gate, metrics);
   rsc::HttpServerOptions ho;
   ho.port = 0;
+  ho.io_threads = io_threads;
   rsc::HttpServer server(ho, api);
   if (!server.Start().ok()) return 1;
 

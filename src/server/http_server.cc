@@ -92,6 +92,12 @@ void SafeHandleAsync(HttpHandler& handler, const HttpRequest& req, HttpHandler::
 
 }  // namespace
 
+int DefaultIoThreads() {
+  // hardware_concurrency() is 0 when unknown: one thread then.
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cpus / 2, 1, 2);
+}
+
 std::string_view HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
     if (IEquals(k, name)) return v;

@@ -98,10 +98,18 @@ class HttpHandler {
   virtual void OnServerReply(int status) { (void)status; }
 };
 
+// The default number of IO threads: one per two CPUs of the machine, at least 1 and at
+// most 2. On 2 CPUs one IO thread beats two: the IO threads share the cores with the worker
+// leading a batch and with Redis, and a second one only adds hand-offs between threads
+// without a core to run on (heartbeat_bench --members 1000, 9 pairs alternated on the 2-CPU
+// development machine: median 1.21x the heartbeats/s, lower p99; docs/performance.md). Two
+// was the fixed default before; more than two has not been measured.
+int DefaultIoThreads();
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: pick a free port (see HttpServer::port())
-  int io_threads = 2;
+  int io_threads = DefaultIoThreads();
   int worker_threads = 8;
   size_t max_body_bytes = 1 << 20;  // SPEC R2.4: 1 MiB
   // A too-large body declared up to this size is drained to keep the connection usable;

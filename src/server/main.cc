@@ -67,7 +67,7 @@ struct Flags {
   std::string tokens_file;
   int64_t audit_max_len = 10000;
   std::string state_dir = ".state";
-  int io_threads = 2;
+  int io_threads = rsc::DefaultIoThreads();
   int workers = 8;
   size_t max_body_bytes = 1 << 20;
   int64_t body_timeout_ms = 10000;
@@ -138,7 +138,9 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", f.state_dir, "Data directory of the embedded redis-server")
       ->envname("RSC_STATE_DIR")
       ->capture_default_str();
-  app.add_option("--io-threads", f.io_threads, "HTTP IO threads")->capture_default_str();
+  app.add_option("--io-threads", f.io_threads,
+                 "HTTP IO threads (default: one per two CPUs, 1 or 2)")
+      ->capture_default_str();
   app.add_option("--workers", f.workers, "Worker threads running requests")->capture_default_str();
   app.add_option("--max-body-bytes", f.max_body_bytes, "Largest request body (413 above)")
       ->capture_default_str();

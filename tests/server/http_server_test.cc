@@ -83,6 +83,13 @@ std::string ErrorCodeOf(const RawResponse& r) {
   return e.ok() ? e->error : "<not an error body: " + r.body + ">";
 }
 
+// One IO thread per two CPUs, 1 or 2 (http_server.h says why), and it is the options' default.
+TEST(HttpServerOptionsTest, IoThreadsDefaultToOnePerTwoCpusBetweenOneAndTwo) {
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_EQ(DefaultIoThreads(), cpus >= 4 ? 2 : 1) << cpus << " CPUs";
+  EXPECT_EQ(HttpServerOptions{}.io_threads, DefaultIoThreads());
+}
+
 TEST_F(HttpServerTest, KeepAliveConnectionServesManyRequests) {
   StartServer();
   RawConn c(server_->port());
