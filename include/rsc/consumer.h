@@ -17,7 +17,8 @@
 //   Resources do not grow with the number of shards: a timer thread, an HTTP thread, a Redis
 //   routing thread, two Redis threads with one connection each per Redis node (one server, or each
 //   master of a Redis Cluster; on one server a single blocking XREADGROUP names every shard waiting
-//   for new entries), and up to handler_threads handler threads.
+//   for new entries), and up to handler_threads handler threads. Each is named (rsc-timer,
+//   rsc-http, rsc-redis-route, rsc-redis-cmd, rsc-redis-live, rsc-handler: docs/consumer.md §2).
 // * Reshards (SPEC §13, C9): a shard of a sealed generation ends with a seal entry. It is
 //   never handed to the handler; it is XACKed, the shard is reported complete and the
 //   coordinator then assigns its children, so per-key order holds across a reshard.

@@ -18,6 +18,7 @@
 #include "rsc/consumer.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cctype>
@@ -117,6 +118,7 @@ class HttpWorker {
 
   void Start() {
     thread_ = std::thread([this] { Run(); });
+    pthread_setname_np(thread_.native_handle(), "rsc-http");
   }
   void Submit(uint64_t call, client::HttpCall request) {
     {
@@ -209,6 +211,7 @@ class Consumer::Impl : public client::ConsumerPorts {
     redis_.Start();
     http_.Start();
     thread_ = std::thread([this] { TimerLoop(); });
+    pthread_setname_np(thread_.native_handle(), "rsc-timer");
   }
 
   void Stop() {

@@ -1,5 +1,7 @@
 #include "client/handler_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 namespace rsc::client {
@@ -29,6 +31,7 @@ void HandlerPool::Submit(uint64_t token, std::function<void()> task) {
     if (idle_ < static_cast<int>(queue_.size()) &&
         static_cast<int>(threads_.size()) < max_threads_) {
       threads_.emplace_back([this] { Work(); });
+      pthread_setname_np(threads_.back().native_handle(), "rsc-handler");
       return;
     }
   }

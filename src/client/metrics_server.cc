@@ -12,6 +12,8 @@
 // Stop() closes the acceptor and stops the io_context; its destructor then destroys every
 // pending operation, and with it every connection.
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -160,6 +162,7 @@ class MetricsServer::Impl {
     port_ = acceptor_.local_endpoint().port();
     Accept();
     thread_ = std::thread([this] { ioc_.run(); });
+    pthread_setname_np(thread_.native_handle(), "rsc-metrics");
     return true;
   }
 

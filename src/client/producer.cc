@@ -13,6 +13,7 @@
 #include "rsc/producer.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -88,6 +89,7 @@ class Producer::Impl : public client::ProducerPorts {
 
   void Start() {
     thread_ = std::thread([this] { RefreshLoop(); });
+    pthread_setname_np(thread_.native_handle(), "rsc-refresh");
   }
 
   void Close() {

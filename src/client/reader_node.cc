@@ -58,7 +58,9 @@ void ReaderNode::Start() {
     threads_ = 2;
   }
   command_thread_ = std::thread([this] { RunCommands(); });
+  pthread_setname_np(command_thread_.native_handle(), "rsc-redis-cmd");
   live_thread_ = std::thread([this] { RunLive(); });
+  pthread_setname_np(live_thread_.native_handle(), "rsc-redis-live");
 }
 
 void ReaderNode::Stop() {

@@ -1,6 +1,7 @@
 #include "client/reader_redis.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <utility>
@@ -46,6 +47,7 @@ void ReaderRedis::Start() {
   if (stopping_ || started_) return;
   started_ = true;
   thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(thread_.native_handle(), "rsc-redis-route");
 }
 
 void ReaderRedis::Stop() {

@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -115,13 +116,27 @@ struct HttpServerImpl {
         handler(h),
         ioc(std::make_unique<net::io_context>(std::max(1, options.io_threads))),
         pool(std::make_unique<net::thread_pool>(std::max(1, options.worker_threads))),
-        spawn([this](std::function<void()> f) { net::post(*pool, std::move(f)); }) {
+        spawn([this](std::function<void()> f) { PostToPool(std::move(f)); }) {
     accept_strand.emplace(net::make_strand(*ioc));
     acceptor.emplace(*accept_strand);
     accept_retry.emplace(*accept_strand);
   }
 
   ~HttpServerImpl();
+
+  // asio's pool starts its threads itself: each names itself (`top -H`, perf, gdb) on its
+  // first task.
+  template <class F>
+  void PostToPool(F f) {
+    net::post(*pool, [f = std::move(f)]() mutable {
+      thread_local bool named = false;
+      if (!named) {
+        pthread_setname_np(pthread_self(), "rsc-worker");
+        named = true;
+      }
+      f();
+    });
+  }
 
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
@@ -338,7 +353,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (server_->handler.IsQueued(req_)) {
       return SafeHandleAsync(server_->handler, req_, std::move(done), server_->spawn);
     }
-    net::post(*server_->pool, [self, done = std::move(done)] {
+    server_->PostToPool([self, done = std::move(done)] {
       SafeHandleAsync(self->server_->handler, self->req_, done, self->server_->spawn);
     });
   }
@@ -555,6 +570,7 @@ Status HttpServer::Start() {
   net::post(*s.accept_strand, [&s] { s.DoAccept(); });
   for (int i = 0; i < std::max(1, s.options.io_threads); ++i) {
     s.io_threads.emplace_back([&s] { s.ioc->run(); });
+    pthread_setname_np(s.io_threads.back().native_handle(), "rsc-http-io");
   }
   return OkStatus();
 }

@@ -2,13 +2,13 @@
 // A small asynchronous HTTP/1.1 server (Boost.Beast, kept inside http_server.cc so the
 // rest of the server compiles without Beast).
 //
-// Threads: `io_threads` threads run every socket (accept, read, write) and a separate,
-// fixed pool of `worker_threads` runs HttpHandler::HandleAsync, which may block on Redis
-// or answer later from another thread. A request the handler says only queues
-// (IsQueued: a heartbeat, which waits for its group's batch) is handed to it on the IO
-// thread instead, and what blocks runs on the pool. A finished response is posted back to
-// its connection's strand. The thread count is
-// therefore io_threads + worker_threads no matter how many connections are open; an idle
+// Threads: `io_threads` threads (named rsc-http-io) run every socket (accept, read, write)
+// and a separate, fixed pool of `worker_threads` (rsc-worker) runs HttpHandler::HandleAsync,
+// which may block on Redis or answer later from another thread. A request the handler says
+// only queues (IsQueued: a heartbeat, which waits for its group's batch) is handed to it on
+// the IO thread instead, and what blocks runs on the pool. A finished response is posted
+// back to its connection's strand. The thread count is therefore io_threads +
+// worker_threads no matter how many connections are open; an idle
 // keep-alive connection costs one socket, a timer and a few hundred bytes, so one
 // process holds 10,000 of them (Start() raises RLIMIT_NOFILE's soft limit to the hard
 // limit for that).

@@ -1,5 +1,6 @@
 #include "server/tick_loop.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@ TickLoop::~TickLoop() { Stop(); }
 
 void TickLoop::Start() {
   thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(thread_.native_handle(), "rsc-tick");
 }
 
 void TickLoop::Stop() {

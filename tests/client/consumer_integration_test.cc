@@ -48,6 +48,7 @@
 #include "support/http_client.h"
 #include "support/redis_cli.h"
 #include "support/redis_process.h"
+#include "support/thread_names.h"
 #include "support/wait.h"
 
 namespace rsc {
@@ -243,6 +244,44 @@ TEST_F(ConsumerIntegration, OneConsumerReceivesEveryMessageInKeyOrder) {
   HttpResult view = http.Get("/v1/groups/orders/billing");
   ASSERT_EQ(view.status, 200) << view.Describe();
   EXPECT_TRUE(view.json.at("members").as_array().empty()) << view.Describe();
+}
+
+// Operators and users tell the library's threads apart in `top -H`, perf and gdb
+// (docs/consumer.md §2), and Stop/destruction ends every one of them.
+TEST_F(ConsumerIntegration, TheLibrarysThreadsAreNamedAndEndWithTheirClients) {
+  std::unique_ptr<Producer> producer = MakeProducer();
+  ASSERT_NE(producer, nullptr);
+  Received received;
+  std::unique_ptr<Consumer> consumer = MakeConsumer(Options(), [&](const Message& m) {
+    received.Add("a", m);
+    return HandlerResult::Ok();
+  });
+  ASSERT_NE(consumer, nullptr);
+  consumer->Start();
+  ASSERT_TRUE(WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 10s,
+                      "the only member reads all 4 shards"))
+      << Describe(consumer->Status());
+  std::map<std::string, std::vector<int>> sent;
+  Publish(*producer, "key-", 4, 0, 8, &sent);
+  ASSERT_TRUE(WaitFor([&] { return received.total() >= 8; }, 10s, "8 messages handled"));
+  std::map<std::string, int> names = rsc::testing::ThreadNames();
+  const std::string all = rsc::testing::DescribeThreadNames(names);
+  EXPECT_EQ(names["rsc-timer"], 1) << all;
+  EXPECT_EQ(names["rsc-http"], 1) << all;
+  EXPECT_EQ(names["rsc-redis-route"], 1) << all;
+  EXPECT_EQ(names["rsc-redis-cmd"], 1) << all;  // one server: one node
+  EXPECT_EQ(names["rsc-redis-live"], 1) << all;
+  EXPECT_GE(names["rsc-handler"], 1) << all;
+  EXPECT_EQ(names["rsc-refresh"], 1) << all;  // the producer's
+  consumer->Stop();
+  consumer.reset();
+  producer.reset();
+  names = rsc::testing::ThreadNames();
+  for (const char* name : {"rsc-timer", "rsc-http", "rsc-redis-route", "rsc-redis-cmd",
+                           "rsc-redis-live", "rsc-handler", "rsc-refresh"}) {
+    EXPECT_EQ(names.count(name), 0u)
+        << name << " left: " << rsc::testing::DescribeThreadNames(names);
+  }
 }
 
 TEST_F(ConsumerIntegration, TwoConsumersSplitShardsThenOneTakesOverWithPendingEntries) {

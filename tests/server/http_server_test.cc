@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -21,6 +22,7 @@
 #include "server/metrics.h"
 #include "server/shutdown_gate.h"
 #include "server/ui_assets.h"
+#include "support/thread_names.h"
 
 namespace rsc {
 namespace {
@@ -88,6 +90,27 @@ TEST(HttpServerOptionsTest, IoThreadsDefaultToOnePerTwoCpusBetweenOneAndTwo) {
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
   EXPECT_EQ(DefaultIoThreads(), cpus >= 4 ? 2 : 1) << cpus << " CPUs";
   EXPECT_EQ(HttpServerOptions{}.io_threads, DefaultIoThreads());
+}
+
+// Operators tell the threads apart in `top -H`, perf and gdb (runbook: busy IO threads).
+TEST_F(HttpServerTest, ItsThreadsAreNamedAndStopEndsThem) {
+  HttpServerOptions opts;
+  opts.io_threads = 2;
+  StartServer(opts);
+  std::map<std::string, int> names = rsc::testing::ThreadNames();
+  EXPECT_EQ(names["rsc-http-io"], 2) << rsc::testing::DescribeThreadNames(names);
+  // A pool thread names itself on its first task: the heartbeat's lead runs on one.
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.Send(MakeRequest("POST", "/v1/groups/orders/billing/heartbeat", kHeartbeatBody)));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  names = rsc::testing::ThreadNames();
+  EXPECT_GE(names["rsc-worker"], 1) << rsc::testing::DescribeThreadNames(names);
+  server_->Stop();
+  names = rsc::testing::ThreadNames();
+  EXPECT_EQ(names.count("rsc-http-io") + names.count("rsc-worker"), 0u)
+      << rsc::testing::DescribeThreadNames(names);
 }
 
 TEST_F(HttpServerTest, KeepAliveConnectionServesManyRequests) {
