@@ -192,9 +192,10 @@ using ConsumerEventHandler = std::function<void(const ConsumerEvent&)>;
 struct ConsumerOptions {
   // rsc-coordinator endpoints, "host:port" or "http://host:port" (C6: rotated on failure).
   std::vector<std::string> coordinator_endpoints;
-  // Sent as `Authorization: Bearer <token>` on every heartbeat and leave: the coordinator's
-  // member token once it enforces the member role (SPEC O4, docs/protocol.md 2.1). Printable
-  // ASCII without blanks, at most 1024 characters. Empty: no header.
+  // Sent as `Authorization: Bearer <token>` on every heartbeat, leave and routing look-up:
+  // the coordinator's member token once it enforces the member role (SPEC O4,
+  // docs/protocol.md 2.1). Printable ASCII without blanks, at most 1024 characters. Empty: no
+  // header.
   std::string coordinator_token;
   std::string stream;  // stream prefix P
   std::string group;   // consumer group G (also the Redis consumer group on every shard)
@@ -211,8 +212,8 @@ struct ConsumerOptions {
   std::shared_ptr<VersionStore> version_store;
 
   int max_batch = 100;  // COUNT of each XREADGROUP / XAUTOCLAIM, 1..10000
-  // BLOCK of each XREADGROUP, further capped by the remaining assignment lease. Also bounds
-  // how long a drain waits for a read in progress.
+  // BLOCK of each XREADGROUP, further capped by the remaining assignment lease. A drain does
+  // not wait it out: the read in progress is cut short (CLIENT UNBLOCK).
   std::chrono::milliseconds block{1000};
 
   // Handlers of different shards run concurrently on a pool of at most this many threads,
@@ -293,7 +294,8 @@ struct ConsumerStatus {
 
   // Resources, whatever the number of shards: the library's threads (timer, HTTP, Redis
   // routing, two per Redis node read from, the handler threads started so far) and open
-  // Redis connections (two per node: one server, or each master of a cluster).
+  // Redis connections (two per node: one server, or each master of a cluster; on a cluster
+  // the routing thread's slot-map connection comes on top and is not counted).
   int threads = 0;
   int redis_connections = 0;
 };

@@ -11,9 +11,10 @@
 // fails closed with ProducerErrorCode::kRoutingExpired and a message naming when the lease
 // ended and the last refresh error, until a refresh succeeds again.
 //
-// Coordinator endpoints are tried in order: on a connection failure or a 503 the refresh
-// moves on to the next endpoint (at once for COORDINATOR_TERMINATING, after a short
-// jittered backoff otherwise); a round that fails on every endpoint is retried with
+// Coordinator endpoints are tried in order: on a connection failure, an unreadable answer or
+// any 5xx the refresh moves on to the next endpoint (at once for COORDINATOR_TERMINATING,
+// after a short jittered backoff otherwise; a 4xx such as GROUP_NOT_FOUND ends the round,
+// since every coordinator would say the same); a round that fails on every endpoint is retried with
 // exponential backoff, never less often than the refresh interval (SPEC C6, PR4).
 //
 // Reshards (SPEC RS2, D3, docs/protocol.md PR6): XADDs are sent with NOMKSTREAM (Redis ≥
@@ -26,7 +27,8 @@
 // whose reply was lost is never re-sent (kUnknownResult): it could be there twice.
 //
 // Thread safety: all methods may be called from any thread. Publishes share one Redis
-// connection and are serialized on it (use PublishBatch for throughput). Close() (or the
+// connection per node (one server, or each master of a Redis Cluster) and are serialized on
+// them (use PublishBatch for throughput). Close() (or the
 // destructor) stops the background thread; publishes after it fail with kClosed.
 //
 // Delivery: a successful Publish returns the entry id Redis assigned. kUnknownResult means
@@ -143,7 +145,8 @@ struct ProducerOptions {
   // refresh interval so a lease is not lost to a long backoff).
   std::chrono::milliseconds retry_initial{100};
   std::chrono::milliseconds retry_max{5000};
-  // Pause before trying the next endpoint after a connection error or a retryable 503.
+  // Pause before trying the next endpoint after a connection error, an unreadable answer or
+  // a 5xx.
   std::chrono::milliseconds endpoint_backoff{20};
 
   // Optional observability hook: every acknowledged XADD (see PublishEvent).
@@ -185,9 +188,10 @@ class Producer {
 
   // XADD <shard stream> * field value ... on the shard of `key`. Returns the entry id.
   ProducerResult<std::string> Publish(std::string_view key, const StreamFields& fields);
-  // Publishes many messages, pipelining the XADDs of each shard (one round trip per shard
-  // batch). Results are in the order of `messages`; messages of one key keep their order.
-  // All messages are routed with the same routing snapshot at the start of the call.
+  // Publishes many messages in one pipeline per Redis node (one round trip on a single
+  // server, one per master on a cluster). Results are in the order of `messages`; messages
+  // of one key keep their order. All messages are routed with the same routing snapshot at
+  // the start of the call.
   std::vector<ProducerResult<std::string>> PublishBatch(
       const std::vector<ProducerMessage>& messages);
 

@@ -92,7 +92,8 @@ struct ShardState {
   // it drained past rebalanceTimeoutMs and its owner declared `shard-lease`. From the take
   // (taken_ms) no answer renews anyone's grant on it (it is listed in the owner's
   // takenShards); its owner is cleared at the first decision at or after release_at_ms
-  // (taken_ms + assignmentLeaseMs + the K2 margin), or earlier on REVOKED, expiry or leave.
+  // (taken_ms + memberLeaseMs, which is at least assignmentLeaseMs + the K2 margin), or
+  // earlier on REVOKED, expiry or leave.
   // Both 0 when not taken.
   TimeMs taken_ms = 0;
   TimeMs release_at_ms = 0;

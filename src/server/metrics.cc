@@ -161,7 +161,8 @@ struct Metrics::Impl {
                     "generation_deleted, retired_key_kept, layout_rolled_forward, "
                     "layout_behind, shard_key_recreated, shard_key_recreate_deferred, "
                     "layout_adoption_deferred (SPEC RS2-RS6, D3)");
-  Family<Counter>& ticks_family = CounterFamily(registry, "rsc_ticks_total", "Tick passes run");
+  Family<Counter>& ticks_family =
+      CounterFamily(registry, "rsc_ticks_total", "Group ticks run (one per group per pass)");
   Counter& ticks = ticks_family.Add({});
   Family<Counter>& audit_failures_family = CounterFamily(
       registry, "rsc_audit_write_failures_total",
