@@ -1250,7 +1250,7 @@ Decision<Unit> DecideFence(const GroupMetadata& stored, const Liveness& live,
             {}};
   }
   // Its shards are released when it expires (its heartbeats are refused from now on, so
-  // its lease runs out), or at once for shards already draining past the timeout.
+  // its lease runs out) or reports them REVOKED in a leave; nothing is released here.
   FenceMember(w, *mem, "fenced by operator");
   Settle(w);
   return Commit<Unit>(stored, std::move(w), env, Unit{});
