@@ -10,11 +10,12 @@
 //   actor           the role whose token admitted the request ("admin"), or "anonymous"
 //                   when no admin token is configured
 //   action          the route name: create_group, patch_group, delete_group, fence_member,
-//                   restore_group, reshard
-//   stream, group   P and G; group is "" for a reshard (the layout belongs to the stream)
+//                   restore_group, patch_stream, reshard
+//   stream, group   P and G; group is "" for patch_stream and reshard (the layout belongs
+//                   to the stream)
 //   revisionBefore  the group's storeRevision the mutation was checked against, or the
-//                   layout revision for a reshard; "" before a create (and a restore over
-//                   no readable group)
+//                   layout revision for patch_stream and reshard; "" before a create (and a
+//                   restore over no readable group)
 //   revisionAfter   the revision the mutation produced; "" after a delete. Equal to
 //                   revisionBefore when it wrote nothing (a patch to the current values, a
 //                   fence of a fenced member)
