@@ -102,8 +102,9 @@ class HttpHandler {
 // most 2. On 2 CPUs one IO thread beats two: the IO threads share the cores with the worker
 // leading a batch and with Redis, and a second one only adds hand-offs between threads
 // without a core to run on (heartbeat_bench --members 1000, 9 pairs alternated on the 2-CPU
-// development machine: median 1.21x the heartbeats/s, lower p99; docs/performance.md). Two
-// was the fixed default before; more than two has not been measured.
+// development machine: median 1.21x the heartbeats/s, lower p99; on a faster host later, 3
+// pairs, the same; docs/performance.md). Two was the fixed default before; more than two
+// has not been measured.
 int DefaultIoThreads();
 
 struct HttpServerOptions {

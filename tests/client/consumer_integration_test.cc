@@ -157,6 +157,23 @@ class ConsumerIntegration : public ::testing::Test {
     return c.ok() ? std::move(c).value() : nullptr;
   }
 
+  // The group's only consumer, "a" in `received`, started and reading all 4 shards; nullptr
+  // (with the failure recorded) if it could not be created or never read them all.
+  std::unique_ptr<Consumer> StartSoleConsumer(Received& received) {
+    std::unique_ptr<Consumer> consumer = MakeConsumer(Options(), [&received](const Message& m) {
+      received.Add("a", m);
+      return HandlerResult::Ok();
+    });
+    if (consumer == nullptr) return nullptr;
+    consumer->Start();
+    if (!WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 10s,
+                 "the only member reads all 4 shards")) {
+      ADD_FAILURE() << Describe(consumer->Status());
+      return nullptr;
+    }
+    return consumer;
+  }
+
   std::unique_ptr<Producer> MakeProducer() {
     ProducerOptions o;
     o.coordinator_endpoints = {Endpoint()};
@@ -210,15 +227,8 @@ TEST_F(ConsumerIntegration, OneConsumerReceivesEveryMessageInKeyOrder) {
   Publish(*producer, "key-", 23, 0, 150, &sent);
 
   Received received;
-  std::unique_ptr<Consumer> consumer = MakeConsumer(Options(), [&](const Message& m) {
-    received.Add("a", m);
-    return HandlerResult::Ok();
-  });
+  std::unique_ptr<Consumer> consumer = StartSoleConsumer(received);
   ASSERT_NE(consumer, nullptr);
-  consumer->Start();
-  ASSERT_TRUE(WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 10s,
-                      "the only member reads all 4 shards"))
-      << Describe(consumer->Status());
   Publish(*producer, "key-", 23, 150, 250, &sent);
   ASSERT_TRUE(WaitFor([&] { return received.total() >= 400; }, 15s, "400 messages handled"))
       << received.total() << " " << Describe(consumer->Status());
@@ -252,15 +262,8 @@ TEST_F(ConsumerIntegration, TheLibrarysThreadsAreNamedAndEndWithTheirClients) {
   std::unique_ptr<Producer> producer = MakeProducer();
   ASSERT_NE(producer, nullptr);
   Received received;
-  std::unique_ptr<Consumer> consumer = MakeConsumer(Options(), [&](const Message& m) {
-    received.Add("a", m);
-    return HandlerResult::Ok();
-  });
+  std::unique_ptr<Consumer> consumer = StartSoleConsumer(received);
   ASSERT_NE(consumer, nullptr);
-  consumer->Start();
-  ASSERT_TRUE(WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 10s,
-                      "the only member reads all 4 shards"))
-      << Describe(consumer->Status());
   std::map<std::string, std::vector<int>> sent;
   Publish(*producer, "key-", 4, 0, 8, &sent);
   ASSERT_TRUE(WaitFor([&] { return received.total() >= 8; }, 10s, "8 messages handled"));

@@ -9,7 +9,7 @@ namespace rsc::testing {
 
 std::map<std::string, int> ThreadNames();
 
-// "name×count, ..." for a failure message.
+// "namexN, ..." (N threads of that name) for a failure message.
 std::string DescribeThreadNames(const std::map<std::string, int>& names);
 
 }  // namespace rsc::testing
