@@ -123,7 +123,10 @@ CallOutcome AdminClient::Call(std::string_view method, std::string_view path, st
     const size_t index = (preferred_ + i) % n;
     client::HttpTransport& transport = *transports_[index];
     const std::string endpoint = transport.endpoint().ToString();
-    client::HttpReply reply = transport.Request(method, target, body, headers);
+    client::HttpReply reply = transport.Request(
+        method, target, body, headers,
+        replay == Replay::kSafe ? client::HttpTransport::Repeat::kIfClosedUnanswered
+                                : client::HttpTransport::Repeat::kNever);
     if (reply.status == 0) {
       if (reply.sent && replay == Replay::kUnsafe) {
         CallOutcome out;

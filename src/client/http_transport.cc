@@ -128,6 +128,8 @@ bool HttpTransport::SendAll(std::string_view data, SteadyTime deadline, std::str
       ::poll(&p, 1, left);
       continue;
     }
+    // A peer that closed or reset the connection cannot have read the whole request.
+    if (errno == EPIPE || errno == ECONNRESET) closed_ = Closed::kReset;
     *error = "send to " + endpoint_.ToString() + ": " + std::strerror(errno);
     return false;
   }
@@ -152,6 +154,7 @@ bool HttpTransport::Fill(SteadyTime deadline, std::string* error) {
       return true;
     }
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    closed_ = n == 0 ? Closed::kOrderly : errno == ECONNRESET ? Closed::kReset : Closed::kNo;
     *error = n == 0 ? "connection closed by " + endpoint_.ToString()
                     : "recv from " + endpoint_.ToString() + ": " + std::strerror(errno);
     return false;
@@ -257,20 +260,36 @@ bool HttpTransport::ReadResponse(HttpReply* out, bool* got_bytes, bool* keep_ali
     buf_.erase(0, length);
     return true;
   }
-  // Body delimited by connection close.
+  // Body delimited by connection close: complete only when the server closed in order. A
+  // deadline, a reset or a body past the limit cut it short, and a cut body is not an answer.
   *keep_alive = false;
-  std::string ignored;
-  while (Fill(deadline, &ignored)) {
-    if (buf_.size() > kMaxBodyBytes) break;
+  std::string error;
+  while (Fill(deadline, &error)) {
+    if (buf_.size() > kMaxBodyBytes) {
+      out->error = "response body from " + endpoint_.ToString() + " too large";
+      return false;
+    }
+  }
+  if (closed_ != Closed::kOrderly) {
+    out->error = error;
+    return false;
   }
   out->body = std::move(buf_);
   buf_.clear();
   return true;
 }
 
+bool HttpTransport::PeerClosedWhileIdle() {
+  // Readable while no request is outstanding: the server closed the connection (or sent
+  // something no request asked for). Either way it is not to be reused.
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
 HttpReply HttpTransport::Request(std::string_view method, std::string_view target,
                                  std::string_view body,
-                                 const std::vector<std::pair<std::string, std::string>>& headers) {
+                                 const std::vector<std::pair<std::string, std::string>>& headers,
+                                 Repeat repeat) {
   std::string req;
   req.reserve(256 + body.size());
   req.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
@@ -289,13 +308,17 @@ HttpReply HttpTransport::Request(std::string_view method, std::string_view targe
   req.append(body);
 
   const auto deadline = SteadyClock::now() + timeout_;
+  if (fd_ >= 0 && reused_ && PeerClosedWhileIdle()) Close();  // before anything is sent
+  bool sent = false;  // by any attempt: a later failure is then an unknown result
   for (int attempt = 0;; ++attempt) {
     HttpReply r;
+    r.sent = sent;
     if (fd_ < 0 && !Connect(deadline, &r.error)) return r;
     const bool was_reused = reused_;
     bool got_bytes = false;
     bool keep_alive = true;
-    r.sent = true;
+    closed_ = Closed::kNo;
+    r.sent = sent = true;
     if (SendAll(req, deadline, &r.error) && ReadResponse(&r, &got_bytes, &keep_alive, deadline)) {
       if (keep_alive) {
         reused_ = true;
@@ -304,9 +327,16 @@ HttpReply HttpTransport::Request(std::string_view method, std::string_view targe
       }
       return r;
     }
+    const bool peer_closed = closed_ != Closed::kNo;
     Close();
-    // A keep-alive connection the server closed while idle: nothing was processed.
-    if (was_reused && !got_bytes && attempt == 0) continue;
+    // A kept-alive connection the server closed (or reset) before any byte of the answer,
+    // closed between the idle check above and the send: sent again once, on a new
+    // connection, if the request may be repeated. Never after the deadline: a request with
+    // no answer in time was possibly processed, and the call is bounded by `timeout`.
+    if (repeat == Repeat::kIfClosedUnanswered && was_reused && peer_closed && !got_bytes &&
+        attempt == 0 && SteadyClock::now() < deadline) {
+      continue;
+    }
     r.status = 0;
     return r;
   }

@@ -4,10 +4,13 @@
 // client library stays light. Every call is bounded by `timeout` (connect, and the whole
 // exchange). It speaks only what the coordinator sends: Content-Length or chunked bodies.
 //
-// A reused keep-alive connection that turns out to be closed before any response byte
-// arrived is retried once on a fresh connection (the server closes idle connections after
-// 120 s; docs/protocol.md §11). Requests are therefore expected to be idempotent or safe to
-// repeat (routing GETs and heartbeats are, SPEC §6).
+// A kept-alive connection is checked before it is reused: one the server closed while idle
+// (it does after 120 s; docs/protocol.md §11) is replaced before anything is sent. If the
+// server still closes or resets it after the request went out and before any byte of the
+// answer, a request the caller says may be repeated (Repeat::kIfClosedUnanswered: routing
+// GETs and heartbeats, SPEC §6) is sent once more on a new connection, within the same
+// deadline; any other failure after the send — a deadline above all — is returned with
+// `sent` true, never retried: the request may have been processed.
 //
 // Thread safety: none; one HttpTransport per thread (the runtimes use theirs from their
 // background thread only).
@@ -64,9 +67,14 @@ class HttpTransport {
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;
 
+  // Whether a request that the server closed the connection on, after it was sent and
+  // before any byte of the answer, is sent again (once). kNever: for a change that must
+  // not be applied twice; that case is then an unknown result (status 0, sent true).
+  enum class Repeat { kIfClosedUnanswered, kNever };
   // `headers`: extra request headers (name, value); neither may contain CR or LF.
   HttpReply Request(std::string_view method, std::string_view target, std::string_view body,
-                    const std::vector<std::pair<std::string, std::string>>& headers = {});
+                    const std::vector<std::pair<std::string, std::string>>& headers = {},
+                    Repeat repeat = Repeat::kIfClosedUnanswered);
   void Close();
   const HttpEndpoint& endpoint() const { return endpoint_; }
 
@@ -76,12 +84,16 @@ class HttpTransport {
   bool SendAll(std::string_view data, SteadyTime deadline, std::string* error);
   bool Fill(SteadyTime deadline, std::string* error);
   bool ReadResponse(HttpReply* out, bool* got_bytes, bool* keep_alive, SteadyTime deadline);
+  bool PeerClosedWhileIdle();
 
   HttpEndpoint endpoint_;
   std::chrono::milliseconds timeout_;
   int fd_ = -1;
   bool reused_ = false;
   std::string buf_;
+  // How the last Fill found the connection ended (kNo: it did not, or not by the peer).
+  enum class Closed { kNo, kOrderly, kReset };
+  Closed closed_ = Closed::kNo;
 };
 
 }  // namespace rsc::client
