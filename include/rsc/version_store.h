@@ -51,8 +51,11 @@ class VersionStore {
 // Format (UTF-8 text, one group per line, tab-separated; names never contain tabs, R2.4):
 //   rsc-version-store 1
 //   <stream>\t<group>\t<metadataVersion>\t<lineage>
-// One file per process (or per instanceId): two processes writing one file would lose each
-// other's updates. Safe across threads of one process (an internal mutex).
+// Safe across threads (an internal mutex) and across processes and stores sharing one path:
+// each Save holds an exclusive flock(2) on `<path>.lock` (created beside it, never deleted)
+// while it reads, changes and replaces the file, writes a temporary file of its own
+// (`<path>.tmp.XXXXXX`), and syncs the directory after the rename. An empty file is corrupt
+// (Save never leaves one), not an empty store.
 class FileVersionStore : public VersionStore {
  public:
   explicit FileVersionStore(std::string path);

@@ -1,6 +1,8 @@
 #include "rsc/version_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -41,6 +44,13 @@ bool ReadEntries(const std::string& path, Entries* out, std::string* error) {
   }
   std::string line;
   int line_no = 0;
+  if (in.peek() == std::ifstream::traits_type::eof() && !in.bad()) {
+    // Save never leaves an empty file (it writes the header first and replaces the file
+    // whole): an empty one was truncated by someone else. Starting from version 0 on it
+    // would fail open, so it is as corrupt as any other unreadable content.
+    *error = "version store " + path + ": the file is empty (no '" + kHeader + "' line)";
+    return false;
+  }
   while (std::getline(in, line)) {
     ++line_no;
     if (line_no == 1) {
@@ -81,6 +91,50 @@ bool WriteAll(int fd, const std::string& data) {
   return true;
 }
 
+// An exclusive flock(2) on a lock file, released when this goes out of scope. The lock file
+// is never deleted (deleting it would let two writers lock two different files).
+class FileLock {
+ public:
+  static std::optional<FileLock> Take(const std::string& path, std::string* error) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      *error = "version store " + path + ": cannot open: " + std::strerror(errno);
+      return std::nullopt;
+    }
+    int rc;
+    do {
+      rc = ::flock(fd, LOCK_EX);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      *error = "version store " + path + ": cannot lock: " + std::strerror(errno);
+      ::close(fd);
+      return std::nullopt;
+    }
+    return FileLock(fd);
+  }
+  FileLock(FileLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+bool SyncDirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
 }  // namespace
 
 FileVersionStore::FileVersionStore(std::string path) : path_(std::move(path)) {}
@@ -104,6 +158,10 @@ bool FileVersionStore::Save(const std::string& stream, const std::string& group,
     return false;
   }
   std::lock_guard<std::mutex> lock(mu_);
+  // Across processes, and across stores of one path in one process: an exclusive lock on a
+  // file beside it for the whole read-modify-write, so no writer's update is lost.
+  std::optional<FileLock> held = FileLock::Take(path_ + ".lock", error);
+  if (!held) return false;
   Entries entries;
   if (!ReadEntries(path_, &entries, error)) return false;
   entries[{stream, group}] = version;
@@ -112,20 +170,28 @@ bool FileVersionStore::Save(const std::string& stream, const std::string& group,
   for (const auto& [k, v] : entries) {
     text << k.first << '\t' << k.second << '\t' << v.metadata_version << '\t' << v.lineage << "\n";
   }
-  // Atomic replace: a crash leaves the old file or the new one, never half of one.
-  const std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Atomic replace: a crash leaves the old file or the new one, never half of one. The
+  // temporary file has a name of its own (mkstemp), so a writer that ignores the lock still
+  // cannot truncate this one's; the directory is synced after the rename, so after a power
+  // loss the file is the new one (a lowered version after SYNC_METADATA must not come back
+  // as the old, higher one: C5).
+  std::string tmp = path_ + ".tmp.XXXXXX";
+  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) {
-    *error = "version store " + tmp + ": cannot create: " + std::strerror(errno);
+    *error = "version store " + path_ + ".tmp: cannot create: " + std::strerror(errno);
     return false;
   }
-  const bool ok = WriteAll(fd, text.str()) && ::fsync(fd) == 0;
+  const bool ok = ::fchmod(fd, 0644) == 0 && WriteAll(fd, text.str()) && ::fsync(fd) == 0;
   const int saved_errno = errno;
   ::close(fd);
   if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0) {
     *error =
         "version store " + path_ + ": cannot write: " + std::strerror(ok ? errno : saved_errno);
     ::unlink(tmp.c_str());
+    return false;
+  }
+  if (!SyncDirectoryOf(path_)) {
+    *error = "version store " + path_ + ": cannot sync its directory: " + std::strerror(errno);
     return false;
   }
   return true;

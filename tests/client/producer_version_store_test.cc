@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,7 +53,44 @@ TEST_F(FileVersionStoreTest, SaveThenLoadPerGroupAcrossInstances) {
   EXPECT_EQ(v, (ObservedVersion{3, ""}));
   ASSERT_TRUE(reopened.Load("other", "g1", &v, &error)) << error;
   EXPECT_EQ(v, (ObservedVersion{0, ""}));
-  EXPECT_FALSE(std::filesystem::exists(path_ + ".tmp"));
+  // Nothing left beside it but the lock file: no temporary file survives a Save.
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "versions" || name == "versions.lock") << name;
+  }
+}
+
+TEST_F(FileVersionStoreTest, AnEmptyFileIsCorruptNotAnEmptyStore) {
+  std::ofstream(path_, std::ios::trunc).flush();  // e.g. truncated by another program
+  FileVersionStore store(path_);
+  ObservedVersion v;
+  std::string error;
+  EXPECT_FALSE(store.Load("orders", "g", &v, &error)) << "an empty file would start from 0";
+  EXPECT_NE(error.find("empty"), std::string::npos) << error;
+  EXPECT_FALSE(store.Save("orders", "g", {1, "L"}, &error));
+}
+
+TEST_F(FileVersionStoreTest, TwoStoresOnOnePathLoseNoUpdate) {
+  // Two processes, or a consumer and a producer each given its own store, on one file.
+  FileVersionStore a(path_);
+  FileVersionStore b(path_);
+  constexpr int kSaves = 30;
+  auto saves = [&](FileVersionStore& store, const std::string& group) {
+    std::string error;
+    for (int i = 1; i <= kSaves; ++i) {
+      EXPECT_TRUE(store.Save("orders", group, {i, "L"}, &error)) << error;
+    }
+  };
+  std::thread ta(saves, std::ref(a), "ga");
+  std::thread tb(saves, std::ref(b), "gb");
+  ta.join();
+  tb.join();
+  for (const char* group : {"ga", "gb"}) {
+    ObservedVersion v;
+    std::string error;
+    ASSERT_TRUE(FileVersionStore(path_).Load("orders", group, &v, &error)) << error;
+    EXPECT_EQ(v.metadata_version, kSaves) << group << ": an update was lost";
+  }
 }
 
 TEST_F(FileVersionStoreTest, CorruptFileFailsLoudly) {
