@@ -124,8 +124,9 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   uint16_t port() const;  // the bound port
-  // Closes the listener and every connection and joins the thread. Idempotent. When it
-  // returns, the source is not called again.
+  // Closes the listener and joins the thread. Idempotent. When it returns, the source is
+  // not called again and nothing is answered; connections still open (a scraper's
+  // keep-alive) are closed when the MetricsServer is destroyed.
   void Stop();
 
   class Impl;
