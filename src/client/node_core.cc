@@ -221,8 +221,11 @@ void NodeCore::AnswerCommands(std::vector<Queued>& batch,
     if (q.type != Queued::Type::kCommand) continue;
     redis::Reply* reply = slot != nullptr && slot->has_value() ? &**slot : nullptr;
     if (reply != nullptr && cluster_ && wire::IsRedirect(*reply)) {
-      q.command.redirect = std::move(reply->str);
-      out->bounced_commands.push_back(std::move(q.command));
+      // A copy, not a move: OnCommandReplies walks this batch again and knows which entries
+      // were sent (so which reply is whose) by their args; a moved-from entry would read as
+      // unsent and shift the replies of every unblock after it. Redirections are rare.
+      out->bounced_commands.push_back(q.command);
+      out->bounced_commands.back().redirect = std::move(reply->str);
       continue;
     }
     ReaderCommand as;

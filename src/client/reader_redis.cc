@@ -238,11 +238,11 @@ bool ReaderRedis::Open(std::string* error) {
   std::unique_ptr<redis::Executor> executor = std::move(opened).value();
   auto* cluster = dynamic_cast<redis::ClusterExecutor*>(executor.get());
   redis::ConnectionOptions single = options_;
-  if (cluster == nullptr && !options_.seeds.empty()) {
-    // One server named in a list: the node is the one that answered, not the first named.
-    Result<redis::ConnectionOptions> reached = redis::FirstReachable(options_, nullptr);
-    if (reached.ok()) single = std::move(reached).value();
-    single.seeds.clear();
+  if (auto* one = dynamic_cast<redis::SingleNodeExecutor*>(executor.get())) {
+    // One server, perhaps named in a list: the node is the one that answered when the
+    // executor was opened, not the first named (and not a second probe's answer: a probe
+    // that failed would have pinned the first named node for the port's life).
+    single = one->options();
   }
   std::lock_guard<std::mutex> lock(mu_);
   single_options_ = std::move(single);

@@ -74,6 +74,8 @@ class SingleNodeExecutor : public Executor {
   Result<std::vector<std::string>> Masters() override;
   Result<Reply> RunOn(const std::string& node, const Command& cmd, CommandKind kind) override;
   std::string Describe() const override;
+  // The server's connection options: of a seed list, the node that answered (no seeds).
+  const ConnectionOptions& options() const { return pool_.options(); }
 
  private:
   ConnectionPool pool_;

@@ -453,6 +453,36 @@ TEST(NodeCore, ARedirectedReadOrCommandIsBouncedAndCounted) {
   EXPECT_EQ(core.Stats().redirects, 2);
 }
 
+// A command bounced by MOVED leaves the batch to be sent elsewhere; the replies after it in
+// the same pipeline still belong to the entries after it. Here an unblock's "not blocked
+// yet" (0) must be read as such and the unblock sent again, not matched with the MOVED.
+TEST(NodeCore, ABouncedCommandDoesNotShiftTheRepliesOfTheUnblocksAfterIt) {
+  NodeCore core(/*cluster=*/true);
+  core.OnLiveConnected(7);
+  core.Enqueue({Read(1, "s1", kT0 + 1s)}, kT0);
+  NodeCore::Output out;
+  ASSERT_TRUE(core.PrepareRound(kT0, true, "", &out));
+  ASSERT_TRUE(core.round().blocking);
+  NodeCommand ack;
+  ack.token = 2;
+  ack.kind = ReaderCommandKind::kAck;
+  ack.key = "s1";
+  ack.args = {"XACK", "s1", "g", "1-1"};
+  core.Enqueue(ack);
+  // A drain cuts the blocked read short with an unblock (not at the socket: false).
+  EXPECT_FALSE(core.Cancel(1, /*now=*/false));
+  std::vector<NodeCore::Queued> batch = core.TakeCommands(kT0 + 5ms);
+  ASSERT_EQ(batch.size(), 2u);
+  ASSERT_EQ(batch[0].command.args, (redis::Command{"XACK", "s1", "g", "1-1"}));
+  ASSERT_EQ(batch[1].command.args, (redis::Command{"CLIENT", "UNBLOCK", "7", "TIMEOUT"}));
+  std::vector<std::optional<Reply>> replies{Err("MOVED 1234 10.0.0.2:6379"), Int(0)};
+  core.AnswerCommands(batch, replies, "", &out);
+  core.OnCommandReplies(batch, replies, out, kT0 + 6ms);
+  ASSERT_EQ(out.bounced_commands.size(), 1u);
+  EXPECT_EQ(out.bounced_commands[0].args, (redis::Command{"XACK", "s1", "g", "1-1"}));
+  EXPECT_EQ(core.CommandDue(), kT0 + 7ms) << "the unblock that came too early goes again";
+}
+
 TEST(NodeCore, OnOneServerARedirectionIsExplainedNotFollowed) {
   NodeCore core = BlockedCore({1});
   NodeCore::Output out;
