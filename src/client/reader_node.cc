@@ -63,7 +63,7 @@ void ReaderNode::Start() {
   pthread_setname_np(live_thread_.native_handle(), "rsc-redis-live");
 }
 
-void ReaderNode::Stop() {
+void ReaderNode::Halt() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -75,6 +75,10 @@ void ReaderNode::Stop() {
   // now with a transport error, which nobody is told about.
   command_conn_.Interrupt();
   live_conn_.Interrupt();
+}
+
+void ReaderNode::Stop() {
+  Halt();
   std::lock_guard<std::mutex> join_lock(join_mu_);
   if (command_thread_.joinable()) command_thread_.join();
   if (live_thread_.joinable()) live_thread_.join();

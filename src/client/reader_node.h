@@ -117,6 +117,10 @@ class ReaderNode {
   // Cuts both connections and joins the threads; returns within about a round trip even with
   // a read blocked. Outstanding commands get no answer; no hook runs once Stop() returned.
   void Stop();
+  // Stop's first half, without the join: tells the threads to end and cuts the connections.
+  // An owner stopping several nodes halts them all first, so their threads end side by side
+  // (a thread inside a connect cannot be cut: it waits out its connect timeout).
+  void Halt();
   void Enqueue(NodeCommand command);
   // At most one per token at a time.
   void Enqueue(NodeRead read);
