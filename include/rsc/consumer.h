@@ -191,6 +191,8 @@ using ConsumerEventHandler = std::function<void(const ConsumerEvent&)>;
 
 struct ConsumerOptions {
   // rsc-coordinator endpoints, "host:port" or "http://host:port" (C6: rotated on failure).
+  // http_timeout bounds each request but not a host name's look-up, which waits as long as
+  // the system resolver does (heartbeats wait with it): where that may hang, give addresses.
   std::vector<std::string> coordinator_endpoints;
   // Sent as `Authorization: Bearer <token>` on every heartbeat, leave and routing look-up:
   // the coordinator's member token once it enforces the member role (SPEC O4,

@@ -120,6 +120,8 @@ using PublishEventHandler = std::function<void(const PublishEvent&)>;
 
 struct ProducerOptions {
   // rsc-coordinator endpoints, "host:port" or "http://host:port"; tried in order.
+  // http_timeout bounds each request but not a host name's look-up, which waits as long as
+  // the system resolver does: where that may hang, give addresses.
   std::vector<std::string> coordinator_endpoints;
   // Sent as `Authorization: Bearer <token>` on every routing refresh: the coordinator's
   // member token once it enforces the member role (SPEC O4, docs/protocol.md 2.1). Printable

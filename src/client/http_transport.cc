@@ -70,7 +70,9 @@ bool HttpTransport::Connect(SteadyTime deadline, std::string* error) {
     return false;
   }
   std::string last = "no address";
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+  size_t untried = 0;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) ++untried;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next, --untried) {
     int fd =
         ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) {
@@ -79,8 +81,10 @@ bool HttpTransport::Connect(SteadyTime deadline, std::string* error) {
     }
     rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
+      // The time left is shared by the addresses not tried yet: one that drops packets (an
+      // IPv6 address without a route, say) must not use it all up before the next is tried.
       pollfd p{fd, POLLOUT, 0};
-      rc = ::poll(&p, 1, MsLeft(deadline));
+      rc = ::poll(&p, 1, MsLeft(deadline) / static_cast<int>(untried));
       if (rc == 0) {
         ::close(fd);
         last = "timed out";

@@ -1,8 +1,12 @@
 #pragma once
 // HttpTransport: a small blocking HTTP/1.1 keep-alive client for talking to one
 // rsc-coordinator endpoint (routing refreshes, heartbeats). Plain sockets, no Beast, so the
-// client library stays light. Every call is bounded by `timeout` (connect, and the whole
-// exchange). It speaks only what the coordinator sends: Content-Length or chunked bodies.
+// client library stays light. Every call is bounded by `timeout` (connect, shared by the
+// addresses a name resolves to, and the whole exchange) — except the name look-up itself
+// (getaddrinfo), which waits as long as the system's resolver does: where a resolver may
+// hang, name the endpoints by address. It speaks what the coordinator sends: Content-Length
+// or chunked bodies (a body ended by the server closing is accepted only if it closed in
+// order).
 //
 // A kept-alive connection is checked before it is reused: one the server closed while idle
 // (it does after 120 s; docs/protocol.md §11) is replaced before anything is sent. If the
