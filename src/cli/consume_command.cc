@@ -88,6 +88,17 @@ int RunConsume(const ConsumeOpts& o, Context& ctx) {
   }
   consumer.Stop();
   if (metrics) metrics->Stop();
+  // Stop returns either way: after the coordinator confirmed the leave, or after
+  // shutdown_timeout without it (the coordinator down, or refusing the heartbeats). Only
+  // the first is a clean leave.
+  const ConsumerStatus status = consumer.Status();
+  if (status.phase != "left") {
+    *ctx.err << "rsc: consume: " << seen.load()
+             << " messages; the leave was not confirmed (last heartbeat error: "
+             << (status.last_heartbeat_error.empty() ? "none" : status.last_heartbeat_error)
+             << "): what it held moves to others when its member lease ends\n";
+    return kExitUnreachable;
+  }
   *ctx.err << "rsc: consume: " << seen.load() << " messages; left the group cleanly\n";
   return kExitOk;
 }

@@ -306,8 +306,10 @@ void AddFence(CLI::App& app, Command* selected) {
   OnSelect(cmd, selected, [o](Context& ctx) {
     const std::string path =
         GroupPath(o->g.stream, o->g.group) + "/members/" + EncodePathSegment(o->member) + "/fence";
-    // Fencing a fenced member changes nothing (docs/protocol.md §7.3): safe to replay.
-    CallOutcome call = ctx.admin->Call("POST", path, "", Replay::kSafe);
+    // Not replayed after a lost reply: fencing a fenced member changes nothing, but the
+    // member may have rejoined (unfenced, at epoch + 1) in between, and a replay would fence
+    // it again (docs/protocol.md §9). A lost reply is an unknown result.
+    CallOutcome call = ctx.admin->Call("POST", path, "", Replay::kUnsafe);
     if (!call.ok()) return Fail(ctx, call);
     return PrintView(ctx, call, "fenced member " + o->member + " of " + o->g.Name());
   });

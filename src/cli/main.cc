@@ -91,5 +91,9 @@ int main(int argc, char** argv) {
   ctx.err = &std::cerr;
   const int rc = selected ? selected(ctx) : kExitUsage;
   std::cout.flush();
+  if (rc == kExitOk && !std::cout) {  // what the command printed did not all arrive
+    std::cerr << "rsc: cannot write to stdout\n";
+    return kExitUsage;
+  }
   return rc;
 }

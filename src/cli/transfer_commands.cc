@@ -1,6 +1,7 @@
 // export and restore (docs/protocol.md §7.3): a group's metadata to a file and back.
 
 #include <boost/json.hpp>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -31,13 +32,25 @@ void AddExport(CLI::App& app, Command* selected) {
       if (o->file.empty() || o->file == "-") {
         *ctx.out << call.body;
         if (call.body.empty() || call.body.back() != '\n') *ctx.out << "\n";
+        ctx.out->flush();
+        if (!*ctx.out) {  // a full disk, a closed pipe: a cut backup is no backup
+          *ctx.err << "rsc: export: cannot write the document to stdout\n";
+          return static_cast<int>(kExitUsage);
+        }
         return static_cast<int>(kExitOk);
       }
-      // The document is written exactly as the coordinator sent it: restore checks it.
-      std::ofstream f(o->file, std::ios::binary | std::ios::trunc);
+      // The document is written exactly as the coordinator sent it: restore checks it. Into
+      // a file beside the target, renamed over it once whole, so a failed write leaves an
+      // earlier export at that path as it was.
+      const std::string tmp = o->file + ".tmp";
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       f << call.body;
       f.close();
-      if (!f) {
+      std::error_code renamed;
+      if (f) std::filesystem::rename(tmp, o->file, renamed);
+      if (!f || renamed) {
+        std::error_code ignored;
+        std::filesystem::remove(tmp, ignored);
         *ctx.err << "rsc: export: cannot write " << o->file << "\n";
         return static_cast<int>(kExitUsage);
       }

@@ -387,6 +387,28 @@ TEST_F(CliTest, UnreachableCoordinatorExits3AndTheNextEndpointIsTried) {
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
 }
 
+// A backup that did not all arrive is not a success: stdout on a full device exits 2.
+TEST_F(CliTest, ExportToAStdoutThatCannotBeWrittenExits2) {
+  ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "2"}).exit_code, 0);
+  RscRun r = rsc::testing::RunProcess({"/bin/sh", "-c",
+                                       RscPath() + " --coordinator " + Url(coord_->Port()) +
+                                           " export " + kP + " " + kG + " > /dev/full"},
+                                      std::chrono::seconds(30),
+                                      rsc::testing::EnvironmentWithout({"RSC_COORDINATOR"}));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.Describe();
+}
+
+// A consume that could not leave (here: no coordinator ever answered) is not a clean leave:
+// exit 3 with the reason, after the consumer's shutdown timeout (15 s).
+TEST_F(CliTest, ConsumeWhoseLeaveIsNotConfirmedExits3) {
+  RscRun r = RunRsc({"--coordinator", Url(DeadPort()), "--timeout-ms", "500", "consume", kP, kG,
+                     "--redis", redis_.Url(), "--seconds", "1"});
+  EXPECT_EQ(r.exit_code, 3) << r.Describe();
+  EXPECT_NE(r.err.find("the leave was not confirmed"), std::string::npos) << r.Describe();
+  EXPECT_EQ(r.err.find("cleanly"), std::string::npos) << r.Describe();
+}
+
 TEST_F(CliTest, RetryableRefusalOnEveryEndpointExits5) {
   ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "1"}).exit_code, 0);
   redis_.Kill();
