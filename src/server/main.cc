@@ -140,9 +140,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--io-threads", f.io_threads,
                  "HTTP IO threads (default: one per two CPUs, 1 or 2)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  app.add_option("--workers", f.workers, "Worker threads running requests")->capture_default_str();
+  app.add_option("--workers", f.workers, "Worker threads running requests")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--max-body-bytes", f.max_body_bytes, "Largest request body (413 above)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
   app.add_option("--body-timeout-ms", f.body_timeout_ms,
                  "Time from a request's header to the end of its body (408 and close above)")
@@ -160,9 +164,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", f.shutdown_grace_ms,
                  "On SIGTERM: how long in-flight requests may take before exit")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
       ->capture_default_str();
   app.add_option("--tick-interval-ms", f.tick_interval_ms,
                  "Maintenance tick period (expiry, fencing, round completion)")
+      ->check(CLI::Range(int64_t{10}, int64_t{600'000}))
       ->capture_default_str();
   app.add_option("--retired-retention-ms", f.retired_retention_ms,
                  "Keep a retired generation's shard keys this long before deleting them "

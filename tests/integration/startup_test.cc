@@ -156,5 +156,24 @@ TEST(StartupTest, BadCommandLineIsExitCode2) {
   EXPECT_EQ(coord.WaitExit(10s), std::optional<int>(2)) << coord.LogTail();
 }
 
+// A value outside a flag's range is refused at start, not run with: a tick interval of 0
+// would spin the tick loop against Redis, 0 workers would be silently 1.
+TEST(StartupTest, OutOfRangeFlagValuesAreExitCode2) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--tick-interval-ms", "0"},
+                                        {"--tick-interval-ms", "-5"},
+                                        {"--workers", "0"},
+                                        {"--io-threads", "100000"},
+                                        {"--shutdown-grace-ms", "-1"},
+                                        {"--max-body-bytes", "10"}}) {
+    CoordinatorOptions o;
+    o.redis_url = "redis://127.0.0.1:1";
+    o.extra_args = args;
+    CoordinatorProcess coord(o);
+    ASSERT_TRUE(coord.Spawn());
+    EXPECT_EQ(coord.WaitExit(10s), std::optional<int>(2)) << args[0] << " " << args[1] << "\n"
+                                                          << coord.LogTail();
+  }
+}
+
 }  // namespace
 }  // namespace rsc::integration
