@@ -38,19 +38,25 @@ Result<int> PickFreePort() {
 
 namespace {
 
-bool Pings(int port) {
+enum class Ping { kPong, kLoading, kNone };
+
+// PONG; or -LOADING (alive, still reading its append-only file); or nothing yet.
+Ping PingOf(int port) {
   timeval tv{0, 200000};
   redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
-  if (!c) return false;
-  bool ok = false;
+  if (!c) return Ping::kNone;
+  Ping out = Ping::kNone;
   if (!c->err) {
     redisSetTimeout(c, tv);
     auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
-    ok = r && r->type == REDIS_REPLY_STATUS && std::string(r->str) == "PONG";
+    if (r && r->type == REDIS_REPLY_STATUS && std::string(r->str) == "PONG") out = Ping::kPong;
+    if (r && r->type == REDIS_REPLY_ERROR && std::string_view(r->str).starts_with("LOADING")) {
+      out = Ping::kLoading;
+    }
     if (r) freeReplyObject(r);
   }
   redisFree(c);
-  return ok;
+  return out;
 }
 
 }  // namespace
@@ -107,9 +113,15 @@ Status EmbeddedRedis::Start() {
     ::execvp(argv[0], argv.data());
     _exit(127);
   }
-  const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  // start_timeout bounds the time to a first answer. A server that answers LOADING is
+  // reading its data (the groups and the producers' streams, which may be large): it gets
+  // start_timeout again after every such answer, for as long as it is alive.
+  auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (Pings(port_)) return OkStatus();
+    const Ping ping = PingOf(port_);
+    if (ping == Ping::kPong) return OkStatus();
+    if (ping == Ping::kLoading)
+      deadline = std::chrono::steady_clock::now() + options_.start_timeout;
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;

@@ -17,6 +17,7 @@ struct EmbeddedRedisOptions {
   std::string state_dir = ".state";  // data goes to <state_dir>/redis
   std::string binary = "redis-server";
   int port = 0;  // 0: a free port
+  // Until the first answer; a server answering LOADING gets it again after each such answer.
   std::chrono::milliseconds start_timeout{10000};
 };
 
