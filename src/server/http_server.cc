@@ -134,7 +134,16 @@ struct HttpServerImpl {
         pthread_setname_np(pthread_self(), "rsc-worker");
         named = true;
       }
-      f();
+      // An exception out of a pool task would terminate the process (asio rethrows it from
+      // the pool's thread). The handler calls catch their own and answer 500; this is for
+      // anything else a task runs (the group service's spawned batches, say).
+      try {
+        f();
+      } catch (const std::exception& e) {
+        spdlog::error("event=worker_task_failed message=\"{}\"", e.what());
+      } catch (...) {
+        spdlog::error("event=worker_task_failed message=\"unknown exception\"");
+      }
     });
   }
 
@@ -354,6 +363,13 @@ class Session : public std::enable_shared_from_this<Session> {
       return SafeHandleAsync(server_->handler, req_, std::move(done), server_->spawn);
     }
     server_->PostToPool([self, done = std::move(done)] {
+      // Queued before Stop and taken after: answered, not run, so Stop's wait for the pool
+      // is for the handlers already running (each bounded by its Redis timeout), not for
+      // every request still queued behind them.
+      if (self->server_->stopping) {
+        return done(ErrorResponse(ErrorCode::kCoordinatorTerminating, "the HTTP server is stopping",
+                                  /*close=*/true));
+      }
       SafeHandleAsync(self->server_->handler, self->req_, done, self->server_->spawn);
     });
   }
@@ -519,7 +535,8 @@ void HttpServerImpl::Stop(std::chrono::milliseconds drain) {
     }
   }
   // Handlers still running finish (they have their own Redis timeouts); their responses
-  // go nowhere once the io threads stop.
+  // go nowhere once the io threads stop. Requests still queued are answered 503 at once
+  // (Dispatch's task checks `stopping`).
   pool->join();
   work.reset();
   ioc->stop();

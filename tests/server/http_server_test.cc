@@ -853,6 +853,56 @@ TEST(HttpServerAsync, AThrowingHandlerIs500AndALateAnswerIsWritten) {
   EXPECT_EQ(r->body, "late");
 }
 
+// A request still queued for a worker when Stop begins is answered 503 without running:
+// Stop's wait for the workers covers the handlers already running, not every request queued
+// behind them (during a Redis outage each would take a Redis timeout).
+TEST(HttpServerStop, ARequestQueuedForAWorkerWhenStopBeginsIsNotRun) {
+  class Handler : public HttpHandler {
+   public:
+    HttpResponse Handle(const HttpRequest&) override { return HttpResponse{}; }
+    void HandleAsync(const HttpRequest& req, Done done, const Spawn&) override {
+      std::unique_lock<std::mutex> lock(mu);
+      ++calls[req.target];
+      cv.notify_all();
+      if (req.target == "/slow") cv.wait_for(lock, std::chrono::seconds(10), [&] { return open; });
+      lock.unlock();
+      done(HttpResponse{});
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::string, int> calls;  // guarded by mu
+    bool open = false;                 // guarded by mu
+  } handler;
+  HttpServerOptions opts;
+  opts.worker_threads = 1;
+  HttpServer server(opts, handler);
+  ASSERT_TRUE(server.Start().ok());
+  RawConn running(server.port());
+  ASSERT_TRUE(running.Send(MakeRequest("GET", "/slow", "")));
+  {
+    std::unique_lock<std::mutex> lock(handler.mu);
+    ASSERT_TRUE(handler.cv.wait_for(lock, std::chrono::seconds(10),
+                                    [&] { return handler.calls["/slow"] == 1; }));
+  }
+  RawConn queued(server.port());  // the only worker is busy: this one waits in the pool
+  ASSERT_TRUE(queued.Send(MakeRequest("GET", "/queued", "")));
+  auto stopped = std::async(std::launch::async, [&] { server.Stop(std::chrono::milliseconds(0)); });
+  // Stop has begun once the listener is closed (it marks the server stopping first).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (RawConn(server.port()).connected()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "Stop never closed the listener";
+    std::this_thread::yield();
+  }
+  {
+    std::lock_guard<std::mutex> lock(handler.mu);
+    handler.open = true;
+    handler.cv.notify_all();
+  }
+  stopped.get();
+  std::lock_guard<std::mutex> lock(handler.mu);
+  EXPECT_EQ(handler.calls["/queued"], 0) << "a request queued before Stop ran after it began";
+}
+
 TEST(HttpServerStart, BindFailureIsReported) {
   FakeApi fake;
   ShutdownGate gate;
