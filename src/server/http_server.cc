@@ -288,7 +288,10 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     body.size = chunk_;
     body.more = true;
-    stream_.expires_after(opts().idle_timeout);  // backstop; the body timer bounds the whole body
+    // A backstop only; the body timer bounds the whole body. Always past the body timer
+    // (a chunk slower than the idle timeout, with a longer body timeout, would otherwise be
+    // closed at the idle timeout without the 408 the body timer gives).
+    stream_.expires_after(opts().idle_timeout + opts().body_timeout);
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
@@ -296,7 +299,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnBody(beast::error_code ec) {
     if (ec == http::error::need_buffer) ec = {};
-    if (ec && body_timed_out_) {
+    // The timer may fire while a chunk completes: its cancel then finds no read to stop and
+    // this read succeeds, so the flag, not the error, says the body is late (unless it is
+    // complete: then the timer lost the race and the request is served).
+    if (body_timed_out_ && (ec || !parser_->is_done())) {
       return ServerReply(ErrorResponse(
           ErrorCode::kRequestTimeout,
           "request body not complete within " + std::to_string(opts().body_timeout.count()) +
@@ -385,6 +391,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Respond(HttpResponse r) {
+    // No body timer outlives its request: one still armed (a 400 for a malformed body, a
+    // 413) would cancel this response's write, or the next request's read, when it fires.
+    DisarmBodyTimer();
     busy_ = true;
     req_ = HttpRequest{};
     auto res = std::make_shared<http::response<http::string_body>>(

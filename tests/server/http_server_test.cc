@@ -728,6 +728,24 @@ TEST_F(HttpServerTest, BodyNotCompleteInTimeGets408AndClose) {
       << m.body;
 }
 
+// A body timeout longer than the idle timeout: a body that stalls gets its 408 at the body
+// timeout, not a bare close at the idle timeout (the per-read backstop).
+TEST_F(HttpServerTest, ABodyTimeoutLongerThanTheIdleTimeoutStillEndsIn408) {
+  HttpServerOptions opts;
+  opts.idle_timeout = std::chrono::milliseconds(200);
+  opts.body_timeout = std::chrono::milliseconds(800);
+  StartServer(opts);
+  RawConn c(server_->port(), std::chrono::seconds(10));
+  ASSERT_TRUE(c.connected());
+  const std::string body = kHeartbeatBody;
+  std::string req = MakeRequest("POST", "/v1/groups/orders/billing/heartbeat", body);
+  req.resize(req.size() - body.size() + 3);  // the header and 3 bytes of the body, then nothing
+  ASSERT_TRUE(c.Send(req));
+  auto r = c.Read();
+  ASSERT_TRUE(r) << "closed without a 408";
+  EXPECT_EQ(r->status, 408);
+}
+
 TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
   StartServer();
   RawConn c(server_->port());
