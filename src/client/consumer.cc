@@ -14,6 +14,7 @@
 // queue work; what could call back (a cancelled read answered at once), block (saving the
 // version) or run user code (on_event) runs after mu_ is released (Flush). Events are queued
 // under mu_ and delivered in that order under `emit_mu_` (lock order: emit_mu_ before mu_).
+// Version saves run one at a time under `save_mu_` (taken before mu_, never while waiting).
 
 #include "rsc/consumer.h"
 
@@ -312,10 +313,7 @@ class Consumer::Impl : public client::ConsumerPorts {
   void Flush(std::unique_lock<std::mutex>& lock) {
     std::vector<std::pair<uint64_t, bool>> stopping;
     stopping.swap(stopping_);
-    std::optional<ObservedVersion> save;
-    if (pending_save_ && !(*pending_save_ == saved_) && options_.version_store) {
-      save = pending_save_;
-    }
+    const bool save = pending_save_ && !(*pending_save_ == saved_) && options_.version_store;
     const bool wake = runtime_->NextWakeupMs() < timer_wake_at_ || runtime_->exited();
     if (wake) poked_ = true;
     const bool events = !outbox_.empty();
@@ -332,15 +330,29 @@ class Consumer::Impl : public client::ConsumerPorts {
       // has its read cut short by an unblock.
       redis_.Cancel(reader, abandon);
     }
-    if (save) {
-      // C5: a failed save is retried after the next input.
-      std::string error;
-      if (options_.version_store->Save(options_.stream, options_.group, *save, &error)) {
-        std::lock_guard<std::mutex> relock(mu_);
-        saved_ = *save;
-      }
-    }
+    if (save) SaveLatest();
     if (events) Emit();
+  }
+
+  // C5: saves the newest version the runtime asked to keep, one save at a time, so an
+  // older version never lands after a newer one. A thread that finds a save running goes
+  // on (Redis and handler threads must not queue behind an fsync): the running one saves
+  // whatever is newest when it is done. A failed save is retried after the next input.
+  void SaveLatest() {
+    std::unique_lock<std::mutex> saving(save_mu_, std::try_to_lock);
+    if (!saving.owns_lock()) return;
+    for (;;) {
+      ObservedVersion version;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!pending_save_ || *pending_save_ == saved_) return;
+        version = *pending_save_;
+      }
+      std::string error;
+      if (!options_.version_store->Save(options_.stream, options_.group, version, &error)) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      saved_ = version;
+    }
   }
 
   // Delivers queued events in the order they were queued; the hook runs without mu_.
@@ -412,8 +424,9 @@ class Consumer::Impl : public client::ConsumerPorts {
   std::vector<std::pair<uint64_t, bool>> stopping_;  // guarded by mu_: (reader, abandon)
   std::optional<ObservedVersion> pending_save_;      // guarded by mu_
   ObservedVersion saved_;                            // guarded by mu_
-  std::vector<ConsumerEvent> outbox_;                // guarded by mu_
-  std::mutex emit_mu_;                               // orders event delivery
+  std::mutex save_mu_;  // held by the one thread saving (SaveLatest); taken before mu_
+  std::vector<ConsumerEvent> outbox_;  // guarded by mu_
+  std::mutex emit_mu_;                 // orders event delivery
 
   // Immutable list after construction; used by the HTTP thread only.
   std::vector<std::unique_ptr<HttpTransport>> transports_;

@@ -44,6 +44,7 @@
 #include "rsc/consumer.h"
 #include "rsc/producer.h"
 #include "rsc/routing.h"
+#include "rsc/version_store.h"
 #include "support/coordinator_process.h"
 #include "support/http_client.h"
 #include "support/redis_cli.h"
@@ -258,6 +259,37 @@ TEST_F(ConsumerIntegration, OneConsumerReceivesEveryMessageInKeyOrder) {
 
 // Operators and users tell the library's threads apart in `top -H`, perf and gdb
 // (docs/consumer.md §2), and Stop/destruction ends every one of them.
+// C5 through the shipped facade (consumer.cc's saves: off the lock, one at a time, newest
+// last): the version store ends up holding what the consumer has observed.
+TEST_F(ConsumerIntegration, TheVersionStoreHoldsTheLatestObservedVersion) {
+  char tmpl[] = "/tmp/rsc-consumer-versions-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto store = std::make_shared<FileVersionStore>(dir + "/versions");
+  ConsumerOptions o = Options();
+  o.version_store = store;
+  std::unique_ptr<Consumer> consumer =
+      MakeConsumer(o, [](const Message&) { return HandlerResult::Ok(); });
+  ASSERT_NE(consumer, nullptr);
+  consumer->Start();
+  ASSERT_TRUE(WaitFor([&] { return AsSet(consumer->Status().reading) == kAllShards; }, 10s,
+                      "the only member reads all 4 shards"))
+      << Describe(consumer->Status());
+  const ConsumerStatus st = consumer->Status();
+  ObservedVersion stored;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string error;
+        return store->Load("orders", "billing", &stored, &error) &&
+               stored.metadata_version == st.metadata_version;
+      },
+      5s, "the store holds the observed version"))
+      << stored.metadata_version << " stored, " << st.metadata_version << " observed";
+  EXPECT_EQ(stored.lineage, st.lineage);
+  consumer->Stop();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ConsumerIntegration, TheLibrarysThreadsAreNamedAndEndWithTheirClients) {
   std::unique_ptr<Producer> producer = MakeProducer();
   ASSERT_NE(producer, nullptr);
