@@ -77,17 +77,30 @@ void AddRestore(CLI::App& app, Command* selected) {
   cmd->callback([file, selected] {
     *selected = [file](Context& ctx) {
       std::string body;
+      bool read = true;
       if (*file == "-") {
         body.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        read = !std::cin.bad();
       } else {
+        std::error_code ec;
         std::ifstream f(*file, std::ios::binary);
-        if (!f) {
-          *ctx.err << "rsc: restore: cannot read " << *file << "\n";
-          return static_cast<int>(kExitUsage);
+        // A directory opens as a stream that reads nothing: refused like any unreadable file.
+        read = f && !std::filesystem::is_directory(*file, ec);
+        if (read) {
+          std::ostringstream s;
+          s << f.rdbuf();
+          body = s.str();
+          read = !f.bad();
         }
-        std::ostringstream s;
-        s << f.rdbuf();
-        body = s.str();
+      }
+      if (!read) {
+        *ctx.err << "rsc: restore: cannot read " << *file << "\n";
+        return static_cast<int>(kExitUsage);
+      }
+      if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
+        // Nothing to send: an empty file (a failed export, a wrong path) is not a document.
+        *ctx.err << "rsc: restore: " << *file << " is empty: nothing to restore\n";
+        return static_cast<int>(kExitUsage);
       }
       // HttpTransport never sends `Expect: 100-continue`, which would make the coordinator
       // close the connection on a large body (docs/protocol.md §11).

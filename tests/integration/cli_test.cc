@@ -399,6 +399,21 @@ TEST_F(CliTest, ExportToAStdoutThatCannotBeWrittenExits2) {
   EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.Describe();
 }
 
+// restore refuses, locally with exit 2, what cannot be a document: nothing is sent.
+TEST_F(CliTest, RestoreOfAnEmptyFileOrADirectoryExits2WithoutSending) {
+  char tmpl[] = "/tmp/rsc-restore-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/empty.json").flush();
+  for (const std::string& file : {dir + "/empty.json", dir, dir + "/missing.json"}) {
+    RscRun r = Rsc({"restore", file});
+    EXPECT_EQ(r.exit_code, 2) << file << "\n" << r.Describe();
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(ParseJson(Rsc({"--json", "list"}).out).at("groups").as_array().empty())
+      << "nothing was restored";
+}
+
 // A consume that could not leave (here: no coordinator ever answered) is not a clean leave:
 // exit 3 with the reason, after the consumer's shutdown timeout (15 s).
 TEST_F(CliTest, ConsumeWhoseLeaveIsNotConfirmedExits3) {
