@@ -79,6 +79,14 @@ class ScriptedServer {
     ASSERT_EQ(::send(fd, data.data(), data.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(data.size()));
   }
+  // The next connection with its first request read and answered `reply`; -1 if none came.
+  int AcceptAndAnswer(const std::string& reply) {
+    const int fd = Accept();
+    if (fd < 0) return -1;
+    EXPECT_NE(ReadRequest(fd), "");
+    Send(fd, reply);
+    return fd;
+  }
 
  private:
   int listen_fd_ = -1;
@@ -89,10 +97,8 @@ TEST(HttpTransport, ARequestWithNoAnswerInTimeIsNotSentAgainAndCountsAsSent) {
   ScriptedServer server;
   std::promise<void> done;
   std::thread t([&] {
-    const int fd = server.Accept();
+    const int fd = server.AcceptAndAnswer(kOk);
     ASSERT_GE(fd, 0);
-    EXPECT_NE(ScriptedServer::ReadRequest(fd), "");
-    ScriptedServer::Send(fd, kOk);
     EXPECT_NE(ScriptedServer::ReadRequest(fd), "");  // read, never answered
     done.get_future().wait_for(std::chrono::milliseconds(kWaitMs));
     ::close(fd);
@@ -113,10 +119,8 @@ TEST(HttpTransport, AConnectionClosedWhileIdleIsReplacedBeforeTheRequestIsSent) 
   std::promise<void> closed;
   std::string second;
   std::thread t([&] {
-    int fd = server.Accept();
+    int fd = server.AcceptAndAnswer(kOk);
     ASSERT_GE(fd, 0);
-    EXPECT_NE(ScriptedServer::ReadRequest(fd), "");
-    ScriptedServer::Send(fd, kOk);
     ::close(fd);  // the server's idle timeout
     closed.set_value();
     fd = server.Accept();
@@ -139,10 +143,8 @@ TEST(HttpTransport, AConnectionClosedWhileIdleIsReplacedBeforeTheRequestIsSent) 
 // The server reads the second request on the kept-alive connection and closes it without
 // an answer (it crashed, or closed it as idle just as the request arrived).
 void DropSecondRequest(ScriptedServer& server, bool answer_a_retry, int* requests_seen) {
-  int fd = server.Accept();
+  int fd = server.AcceptAndAnswer(kOk);
   ASSERT_GE(fd, 0);
-  EXPECT_NE(ScriptedServer::ReadRequest(fd), "");
-  ScriptedServer::Send(fd, kOk);
   EXPECT_NE(ScriptedServer::ReadRequest(fd), "");
   ++*requests_seen;
   ::close(fd);
@@ -184,11 +186,10 @@ TEST(HttpTransport, ABodyEndedByTheDeadlineIsNotAnAnswer) {
   ScriptedServer server;
   std::promise<void> done;
   std::thread t([&] {
-    const int fd = server.Accept();
-    ASSERT_GE(fd, 0);
-    EXPECT_NE(ScriptedServer::ReadRequest(fd), "");
     // No length, not chunked: the body ends when the server closes. It never does here.
-    ScriptedServer::Send(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"partial\":");
+    const int fd =
+        server.AcceptAndAnswer("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"partial\":");
+    ASSERT_GE(fd, 0);
     done.get_future().wait_for(std::chrono::milliseconds(kWaitMs));
     ::close(fd);
   });
@@ -203,10 +204,9 @@ TEST(HttpTransport, ABodyEndedByTheDeadlineIsNotAnAnswer) {
 TEST(HttpTransport, ABodyEndedByTheServerClosingIsAnAnswer) {
   ScriptedServer server;
   std::thread t([&] {
-    const int fd = server.Accept();
+    const int fd =
+        server.AcceptAndAnswer("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"whole\":1}");
     ASSERT_GE(fd, 0);
-    EXPECT_NE(ScriptedServer::ReadRequest(fd), "");
-    ScriptedServer::Send(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"whole\":1}");
     ::close(fd);
   });
   HttpTransport transport(server.endpoint(), 2000ms);

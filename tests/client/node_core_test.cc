@@ -29,6 +29,16 @@ NodeRead Read(uint64_t token, const std::string& stream, TimePoint deadline, int
   return r;
 }
 
+// Reader `token`'s XACK of entry 1-1 of `stream`.
+NodeCommand AckOf(uint64_t token, const std::string& stream) {
+  NodeCommand ack;
+  ack.token = token;
+  ack.kind = ReaderCommandKind::kAck;
+  ack.key = stream;
+  ack.args = {"XACK", stream, "g", "1-1"};
+  return ack;
+}
+
 Reply Nil() { return Reply::Nil(); }
 Reply Str(std::string s) { return Reply::Bulk(std::move(s)); }
 Reply Int(int64_t n) { return Reply::Integer(n); }
@@ -432,12 +442,7 @@ TEST(NodeCore, OnAClusterReadsOfSeveralSlotsArePolledWithAGrowingPause) {
 TEST(NodeCore, ARedirectedReadOrCommandIsBouncedAndCounted) {
   NodeCore core(/*cluster=*/true);
   core.Enqueue({Read(1, "s1", kT0 + 1s)}, kT0);
-  NodeCommand ack;
-  ack.token = 2;
-  ack.kind = ReaderCommandKind::kAck;
-  ack.key = "s1";
-  ack.args = {"XACK", "s1", "g", "1-1"};
-  core.Enqueue(ack);
+  core.Enqueue(AckOf(2, "s1"));
   NodeCore::Output out;
   ASSERT_TRUE(core.PrepareRound(kT0, true, "", &out));
   auto replies = ReadReply(core, Err("MOVED 1234 10.0.0.2:6379"));
@@ -463,12 +468,7 @@ TEST(NodeCore, ABouncedCommandDoesNotShiftTheRepliesOfTheUnblocksAfterIt) {
   NodeCore::Output out;
   ASSERT_TRUE(core.PrepareRound(kT0, true, "", &out));
   ASSERT_TRUE(core.round().blocking);
-  NodeCommand ack;
-  ack.token = 2;
-  ack.kind = ReaderCommandKind::kAck;
-  ack.key = "s1";
-  ack.args = {"XACK", "s1", "g", "1-1"};
-  core.Enqueue(ack);
+  core.Enqueue(AckOf(2, "s1"));
   // A drain cuts the blocked read short with an unblock (not at the socket: false).
   EXPECT_FALSE(core.Cancel(1, /*now=*/false));
   std::vector<NodeCore::Queued> batch = core.TakeCommands(kT0 + 5ms);
