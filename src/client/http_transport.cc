@@ -114,7 +114,9 @@ bool HttpTransport::Connect(SteadyTime deadline, std::string* error) {
   return true;
 }
 
-bool HttpTransport::SendAll(std::string_view data, SteadyTime deadline, std::string* error) {
+bool HttpTransport::SendAll(std::string_view data, SteadyTime deadline, std::string* error,
+                            bool* answered) {
+  *answered = false;
   while (!data.empty()) {
     ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
     if (n > 0) {
@@ -128,8 +130,13 @@ bool HttpTransport::SendAll(std::string_view data, SteadyTime deadline, std::str
         *error = "send to " + endpoint_.ToString() + ": timed out";
         return false;
       }
-      pollfd p{fd_, POLLOUT, 0};
-      ::poll(&p, 1, left);
+      // The server may answer before it took the whole body (a 413 for a body over its
+      // limit) and stop reading: that answer is the request's outcome, not the stalled send.
+      pollfd p{fd_, POLLOUT | POLLIN, 0};
+      if (::poll(&p, 1, left) > 0 && (p.revents & POLLIN) != 0) {
+        *answered = true;
+        return false;
+      }
       continue;
     }
     // A peer that closed or reset the connection cannot have read the whole request.
@@ -323,13 +330,30 @@ HttpReply HttpTransport::Request(std::string_view method, std::string_view targe
     bool keep_alive = true;
     closed_ = Closed::kNo;
     r.sent = sent = true;
-    if (SendAll(req, deadline, &r.error) && ReadResponse(&r, &got_bytes, &keep_alive, deadline)) {
+    bool answered = false;
+    if (SendAll(req, deadline, &r.error, &answered) &&
+        ReadResponse(&r, &got_bytes, &keep_alive, deadline)) {
       if (keep_alive) {
         reused_ = true;
       } else {
         Close();
       }
       return r;
+    }
+    if (answered || closed_ == Closed::kReset) {
+      // The server answered, or closed, before it took the whole request: an answer it sent
+      // first (and the kernel still holds) is the outcome. The connection is not reused: the
+      // rest of the request was never sent.
+      HttpReply early;
+      early.sent = true;
+      bool early_bytes = false;
+      bool ignored = false;
+      if (ReadResponse(&early, &early_bytes, &ignored, deadline)) {
+        Close();
+        return early;
+      }
+      got_bytes = got_bytes || early_bytes;
+      if (answered) r.error = early.error;
     }
     const bool peer_closed = closed_ != Closed::kNo;
     Close();

@@ -14,7 +14,9 @@
 // answer, a request the caller says may be repeated (Repeat::kIfClosedUnanswered: routing
 // GETs and heartbeats, SPEC §6) is sent once more on a new connection, within the same
 // deadline; any other failure after the send — a deadline above all — is returned with
-// `sent` true, never retried: the request may have been processed.
+// `sent` true, never retried: the request may have been processed. An answer the server sends
+// before it took the whole request (a 413 for a body over its limit, then a close) is returned
+// as the request's outcome, not taken for a broken connection.
 //
 // Thread safety: none; one HttpTransport per thread (the runtimes use theirs from their
 // background thread only).
@@ -85,7 +87,9 @@ class HttpTransport {
  private:
   using SteadyTime = std::chrono::steady_clock::time_point;
   bool Connect(SteadyTime deadline, std::string* error);
-  bool SendAll(std::string_view data, SteadyTime deadline, std::string* error);
+  // False on failure, or with *answered set when the server sent something before taking the
+  // whole request (then read it with ReadResponse).
+  bool SendAll(std::string_view data, SteadyTime deadline, std::string* error, bool* answered);
   bool Fill(SteadyTime deadline, std::string* error);
   bool ReadResponse(HttpReply* out, bool* got_bytes, bool* keep_alive, SteadyTime deadline);
   bool PeerClosedWhileIdle();

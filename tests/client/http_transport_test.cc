@@ -216,5 +216,41 @@ TEST(HttpTransport, ABodyEndedByTheServerClosingIsAnAnswer) {
   EXPECT_EQ(r.body, "{\"whole\":1}");
 }
 
+// A coordinator refuses a body over its limit (413) once it has read that much, and stops
+// reading: the client, still sending the rest, must report the refusal (nothing was applied),
+// not an unknown result.
+TEST(HttpTransport, AnAnswerSentBeforeTheWholeBodyWasTakenIsTheOutcome) {
+  ScriptedServer server;
+  std::promise<void> client_done;
+  std::thread t([&] {
+    const int fd = server.Accept();
+    ASSERT_GE(fd, 0);
+    std::string head;
+    while (head.find("\r\n\r\n") == std::string::npos) {  // the head only, not the body
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, kWaitMs) != 1) break;
+      char c;
+      if (::recv(fd, &c, 1, 0) != 1) break;
+      head.push_back(c);
+    }
+    ScriptedServer::Send(fd,
+                         "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 2\r\n"
+                         "Connection: close\r\n\r\n{}");
+    // Reads nothing more until the client is done (bounded), then closes: with unread data,
+    // a reset.
+    client_done.get_future().wait_for(std::chrono::milliseconds(kWaitMs));
+    ::close(fd);
+  });
+  HttpTransport transport(server.endpoint(), 3000ms);
+  const std::string body(32 << 20, 'x');  // far more than the socket buffers hold
+  const HttpReply r =
+      transport.Request("POST", "/restore", body, {}, HttpTransport::Repeat::kNever);
+  client_done.set_value();
+  t.join();
+  EXPECT_EQ(r.status, 413) << r.error;
+  EXPECT_EQ(r.body, "{}");
+  EXPECT_TRUE(r.sent);
+}
+
 }  // namespace
 }  // namespace rsc::client
