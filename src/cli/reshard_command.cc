@@ -2,6 +2,8 @@
 // generation of the stream's layout, then waits and shows progress until every group with a
 // live member reads every child shard (--no-wait returns at once).
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -27,40 +29,52 @@ std::optional<size_t> NewestShardCount(const StreamView& view) {
 }
 
 // A reshard whose reply was lost (UNKNOWN_RESULT, from the transport or the coordinator)
-// judged from the stream read afterwards: still at the revision it named → not applied (the
-// revision check makes sending it again safe); moved on and the newest generation has the
-// requested count → applied (by this request or an identical one: either way it is done);
-// otherwise unknown.
-enum class Judged { kApplied, kNotApplied, kUnknown };
-Judged JudgeLostReshard(int64_t expected, int32_t shards, const StreamView& after) {
+// judged from the stream read afterwards, against the newest generation read before it was
+// sent: still at the revision it named → not applied (the revision check makes sending it
+// again safe); a newer generation than before, with the requested count → applied (by this
+// request or an identical one: either way it is done); the same newest generation as before
+// but a later revision → not applied, and sending it again would be refused (the layout moved
+// on: a reshard to the count the stream already had must not be taken as done because
+// something else moved the revision); otherwise unknown.
+enum class Judged { kApplied, kNotApplied, kOvertaken, kUnknown };
+Judged JudgeLostReshard(int64_t expected, int32_t newest_before, int32_t shards,
+                        const StreamView& after) {
   if (after.revision == expected) return Judged::kNotApplied;
-  if (after.revision > expected && NewestShardCount(after) == static_cast<size_t>(shards)) {
+  if (after.revision < expected || after.layout.generations.empty()) return Judged::kUnknown;
+  const int32_t newest_after = after.layout.generations.back().generation;
+  if (newest_after > newest_before && NewestShardCount(after) == static_cast<size_t>(shards)) {
     return Judged::kApplied;
   }
+  if (newest_after == newest_before) return Judged::kOvertaken;
   return Judged::kUnknown;
+}
+
+int32_t NewestGeneration(const StreamView& view) {
+  return view.layout.generations.empty() ? 0 : view.layout.generations.back().generation;
 }
 
 // POST …/reshard with the given layout revision, or (none given) with the current one,
 // read again and retried once on REVISION_CONFLICT as WithRevision does for groups. Without
 // a given revision, a stream whose newest generation already has `shards` shards is left
 // alone (*already set): re-running a reshard whose reply was lost must not start another
-// one. A lost reply is judged from a fresh read of the stream (JudgeLostReshard).
+// one. The stream is read before every send (its newest generation then); a lost reply is
+// judged from a fresh read of the stream (JudgeLostReshard).
 CallOutcome SendReshard(Context& ctx, const std::string& stream, int32_t shards,
                         std::optional<int64_t> expected, bool* already) {
   *already = false;
   for (int attempt = 0;; ++attempt) {
     ReshardRequest req;
     req.shard_count = shards;
+    StreamView before;
+    if (CallOutcome read = ReadStream(ctx, stream, &before); !read.ok()) return read;
     if (expected) {
       req.expected_layout_revision = *expected;
     } else {
-      StreamView view;
-      if (CallOutcome read = ReadStream(ctx, stream, &view); !read.ok()) return read;
-      if (NewestShardCount(view) == static_cast<size_t>(shards)) {
+      if (NewestShardCount(before) == static_cast<size_t>(shards)) {
         *already = true;
-        return ReadStream(ctx, stream, &view);  // the view the POST would have answered
+        return ReadStream(ctx, stream, &before);  // the view the POST would have answered
       }
-      req.expected_layout_revision = view.revision;
+      req.expected_layout_revision = before.revision;
     }
     // Revision-checked: a replay after a lost reply is refused, not applied twice.
     CallOutcome call = ctx.admin->Call("POST", StreamPath(stream) + "/reshard",
@@ -69,7 +83,8 @@ CallOutcome SendReshard(Context& ctx, const std::string& stream, int32_t shards,
       StreamView after;
       CallOutcome read = ReadStream(ctx, stream, &after);
       if (!read.ok()) return call;
-      switch (JudgeLostReshard(req.expected_layout_revision, shards, after)) {
+      switch (
+          JudgeLostReshard(req.expected_layout_revision, NewestGeneration(before), shards, after)) {
         case Judged::kApplied:
           *ctx.err << "rsc: the reshard's reply was lost; the stream shows it applied "
                       "(layout revision "
@@ -79,6 +94,19 @@ CallOutcome SendReshard(Context& ctx, const std::string& stream, int32_t shards,
           *ctx.err << "rsc: the reshard's reply was lost and it was not applied; sending it "
                       "again\n";
           continue;
+        case Judged::kOvertaken: {
+          CallOutcome refused;
+          refused.exit_code = kExitRevisionConflict;
+          refused.code = "REVISION_CONFLICT";
+          refused.endpoint = read.endpoint;
+          refused.message = fmt::format(
+              "REVISION_CONFLICT: the reshard's reply was lost and it was not applied: the "
+              "stream has no new "
+              "generation, and its layout moved on to revision {} (expected {}); read it "
+              "with 'rsc stream {}' and run the reshard again",
+              after.revision, req.expected_layout_revision, stream);
+          return refused;
+        }
         case Judged::kUnknown:
           return call;
       }

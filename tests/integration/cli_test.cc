@@ -361,6 +361,7 @@ TEST_F(CliTest, AReshardWhoseReplyIsLostIsRecognisedAsApplied) {
   rsc::testing::FaultProxy lossy(coord_->Port(), 1);
   rsc::testing::ProxyFaults faults;
   faults.reset_replies = true;
+  faults.reset_replies_to = "POST ";  // the reads before and after it get through
   lossy.SetFaults(faults);
   RscRun r =
       RunRsc({"--coordinator", Url(lossy.port()) + "," + Url(coord_->Port()), "reshard", kP,
@@ -373,6 +374,31 @@ TEST_F(CliTest, AReshardWhoseReplyIsLostIsRecognisedAsApplied) {
   ASSERT_EQ(stream.at("generations").as_array().size(), 2u) << JsonString(stream);
   EXPECT_EQ(stream.at("generations").as_array()[1].at("shards").as_array().size(), 3u)
       << JsonString(stream);
+}
+
+// A reshard to the count the stream already has, whose revision was overtaken: the
+// coordinator refuses it (REVISION_CONFLICT) and that reply is lost. The stream then shows a
+// later revision and the requested count — but no new generation: not applied, and rsc must
+// not report it done.
+TEST_F(CliTest, AReshardWhoseLostReplyWasARefusalIsNotTakenForApplied) {
+  ASSERT_EQ(Rsc({"create", kP, kG, "--shards", "2"}).exit_code, 0);
+  const int64_t before = JsonInt(ParseJson(Rsc({"--json", "stream", kP}).out), "revision");
+  ASSERT_EQ(Rsc({"stream", kP, "--routing-lease-ms", "40000"}).exit_code, 0);
+  ASSERT_GT(JsonInt(ParseJson(Rsc({"--json", "stream", kP}).out), "revision"), before)
+      << "the layout revision did not move";
+  rsc::testing::FaultProxy lossy(coord_->Port(), 1);
+  rsc::testing::ProxyFaults faults;
+  faults.reset_replies = true;
+  faults.reset_replies_to = "POST ";
+  lossy.SetFaults(faults);
+  RscRun r = RunRsc({"--coordinator", Url(lossy.port()), "reshard", kP, "--shards", "2",
+                     "--expected-layout-revision", std::to_string(before), "--no-wait"});
+  EXPECT_EQ(r.exit_code, 4) << r.Describe();
+  EXPECT_NE(r.err.find("not applied"), std::string::npos) << r.Describe();
+  EXPECT_EQ(r.err.find("shows it applied"), std::string::npos) << r.Describe();
+  EXPECT_GE(lossy.counters().resets, 1) << "the reply was not lost";
+  const json::value stream = ParseJson(Rsc({"--json", "stream", kP}).out);
+  EXPECT_EQ(stream.at("generations").as_array().size(), 1u) << JsonString(stream);
 }
 
 TEST_F(CliTest, UnreachableCoordinatorExits3AndTheNextEndpointIsTried) {

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio.hpp>
+#include <cctype>
 #include <deque>
 #include <future>
 #include <list>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace rsc::testing {
@@ -36,10 +38,14 @@ struct FaultProxy::Impl {
   std::list<std::weak_ptr<ProxyConn>> conns;  // io thread only
 
   // Under mu: a fault decision for one chunk. Returns false to reset the connection.
-  bool DecideChunk(bool from_target, Clock::duration& delay, bool& blackholed) {
+  // `last_request`: the first bytes of the last chunk the client sent that began a request.
+  bool DecideChunk(bool from_target, const std::string& last_request, Clock::duration& delay,
+                   bool& blackholed) {
     std::lock_guard lk(mu);
     blackholed = faults.blackhole;
-    if (from_target && faults.reset_replies) return false;
+    if (from_target && faults.reset_replies && last_request.starts_with(faults.reset_replies_to)) {
+      return false;
+    }
     if (faults.reset_probability > 0 &&
         std::uniform_real_distribution<double>(0, 1)(rng) < faults.reset_probability) {
       return false;
@@ -138,7 +144,11 @@ class ProxyConn : public std::enable_shared_from_this<ProxyConn> {
       }
       Clock::duration delay{};
       bool blackholed = false;
-      if (!self->p_.DecideChunk(&pipe == &self->down_, delay, blackholed)) {
+      if (&pipe == &self->up_ && n >= 4 && std::isupper(static_cast<unsigned char>(pipe.buf[0]))) {
+        // A request line starts here (as far as a test's small requests go).
+        self->last_request_.assign(pipe.buf.data(), std::min<size_t>(n, 16));
+      }
+      if (!self->p_.DecideChunk(&pipe == &self->down_, self->last_request_, delay, blackholed)) {
         self->Close(/*reset=*/true);
         return;
       }
@@ -195,6 +205,7 @@ class ProxyConn : public std::enable_shared_from_this<ProxyConn> {
   Pipe up_;    // client → server
   Pipe down_;  // server → client
   bool closed_ = false;
+  std::string last_request_;  // io thread: see DecideChunk
 };
 
 void FaultProxy::Impl::Accept() {

@@ -42,6 +42,9 @@ struct ProxyFaults {
   // The first bytes back from the target reset both sides instead of being forwarded: the
   // request reached the server and its reply is lost (an unknown result for the client).
   bool reset_replies = false;
+  // With reset_replies: only the replies to requests whose first bytes are these (e.g.
+  // "POST "; the last request seen on the connection); "" for every reply.
+  std::string reset_replies_to;
 };
 
 struct ProxyCounters {
