@@ -1,6 +1,7 @@
 #include "sim/fiber_sync.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/check.h"
 
@@ -30,58 +31,103 @@ class FiberSync::FiberMutex : public SyncPort::Mutex {
   ~FiberMutex() override { RSC_CHECK(owner_ == nullptr && waiters_.empty()); }
 
   void lock() override {
-    Fiber* me = &Me();
+    const void* me = Holder();
     RSC_CHECK(owner_ != me);  // not recursive
     if (owner_ == nullptr) {
       owner_ = me;
       return;
     }
+    // The scheduler cannot park: it may take a mutex only while no fiber holds it (a
+    // producer's Metrics() read between events; no fiber parks holding that mutex).
+    Fiber* fiber = &Me();
     if (sync_.contended_probe() != nullptr) sync_.world().probes().Hit(sync_.contended_probe());
-    waiters_.push_back(me);
-    while (owner_ != me) Park();  // unlock() hands it over and wakes us
+    waiters_.push_back(fiber);
+    while (owner_ != fiber) Park();  // unlock() hands it over and wakes us
   }
   bool try_lock() override {
     if (owner_ != nullptr) return false;
-    owner_ = &Me();
+    owner_ = Holder();
     return true;
   }
   void unlock() override {
-    RSC_CHECK(owner_ == &Me());
+    RSC_CHECK(owner_ == Holder());
     if (waiters_.empty()) {
       owner_ = nullptr;
       return;
     }
-    owner_ = waiters_.front();
+    Fiber* next = waiters_.front();
     waiters_.pop_front();
-    sync_.WakeLater(owner_);
+    owner_ = next;
+    sync_.WakeLater(next);
   }
 
  private:
+  // The calling fiber, or the scheduler (a tag of its own).
+  static const void* Holder() {
+    static const char scheduler = 0;
+    Fiber* f = Fiber::Current();
+    return f != nullptr ? static_cast<const void*>(f) : &scheduler;
+  }
+
   FiberSync& sync_;
-  Fiber* owner_ = nullptr;
+  const void* owner_ = nullptr;
   std::deque<Fiber*> waiters_;
 };
 
 class FiberSync::FiberCondVar : public SyncPort::CondVar {
  public:
-  explicit FiberCondVar(FiberSync& sync) : sync_(sync) {}
-  ~FiberCondVar() override { RSC_CHECK(waiters_.empty()); }
+  explicit FiberCondVar(FiberSync& sync) : sync_(sync), waiters_(std::make_shared<Waiters>()) {}
+  ~FiberCondVar() override { RSC_CHECK(waiters_->empty()); }
 
-  void Wait(SyncPort::Mutex& m) override {
-    Fiber* me = &Me();
-    waiters_.push_back(me);
-    m.unlock();
-    while (std::find(waiters_.begin(), waiters_.end(), me) != waiters_.end()) Park();
-    m.lock();
+  void Wait(SyncPort::Mutex& m) override { WaitUntil(m, std::nullopt); }
+  void WaitFor(SyncPort::Mutex& m, std::chrono::milliseconds timeout) override {
+    WaitUntil(m, std::max<TimeMs>(0, timeout.count()));
   }
   void NotifyAll() override {
-    for (Fiber* f : waiters_) sync_.WakeLater(f);
-    waiters_.clear();
+    for (const Waiter& w : *waiters_) sync_.WakeLater(w.fiber);
+    waiters_->clear();
   }
 
  private:
+  struct Waiter {
+    Fiber* fiber;
+    uint64_t seq;  // this wait (a timer finds only the wait that armed it)
+  };
+  using Waiters = std::deque<Waiter>;
+
+  // `timeout`: simulated ms, or none. A timer that fires takes the waiter out as a notify
+  // would; it holds the list weakly, so a timer outliving the condition variable finds nothing.
+  void WaitUntil(SyncPort::Mutex& m, std::optional<TimeMs> timeout) {
+    Fiber* me = &Me();
+    const uint64_t seq = ++seq_;
+    waiters_->push_back({me, seq});
+    if (timeout) {
+      std::weak_ptr<Waiters> weak = waiters_;
+      FiberSync& sync = sync_;
+      sync_.world().After(*timeout, [weak, seq, &sync] {
+        std::shared_ptr<Waiters> waiters = weak.lock();
+        if (!waiters) return;
+        for (auto it = waiters->begin(); it != waiters->end(); ++it) {
+          if (it->seq != seq) continue;
+          Fiber* f = it->fiber;
+          waiters->erase(it);
+          sync.WakeLater(f);
+          return;
+        }
+      });
+    }
+    m.unlock();
+    auto waiting = [&] {
+      return std::any_of(waiters_->begin(), waiters_->end(),
+                         [&](const Waiter& w) { return w.seq == seq; });
+    };
+    while (waiting()) Park();
+    m.lock();
+  }
+
   FiberSync& sync_;
-  std::deque<Fiber*> waiters_;
+  std::shared_ptr<Waiters> waiters_;
+  uint64_t seq_ = 0;
 };
 
 std::unique_ptr<SyncPort::Mutex> FiberSync::NewMutex() {

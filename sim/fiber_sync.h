@@ -1,8 +1,10 @@
 #pragma once
-// FiberSync: GroupService's blocking waits (server/sync.h) for fibers (sim/fiber.h).
+// FiberSync: the blocking waits of GroupService and of the producer (core/sync.h) for fibers
+// (sim/fiber.h).
 //
 // A simulated coordinator runs several worker fibers; they park inside Redis calls while
-// holding a group's monitor, and wait for another worker to decide their heartbeat batch.
+// holding a group's monitor, and wait for another worker to decide their heartbeat batch. A
+// simulated producer's refresh loop and publishers are fibers too (sim/sim_producer.h).
 // An OS mutex held by a parked fiber would block the scheduler thread for good, so here a
 // wait parks the calling fiber (Yield) and the release schedules its resumption as an event
 // at the current time (World::After(0, …)): the scheduler stays the only one that resumes
@@ -11,12 +13,14 @@
 // The mutex is handed over in FIFO order (the unlocker names the next owner), so no waiter
 // starves; an OS mutex makes no such promise, but a worker's wait has the same meaning. A fiber
 // resumed for any other reason (the end-of-run teardown resumes every fiber until it finishes)
-// re-checks and parks again. Only fibers may lock (never the scheduler thread).
+// re-checks and parks again. A condition variable's WaitFor ends by an event at the timeout's
+// simulated time. Only fibers may wait; the scheduler thread may take a mutex no one holds
+// (it cannot park), and a contended lock there stops the run.
 
 #include <deque>
 #include <memory>
 
-#include "server/sync.h"
+#include "core/sync.h"
 #include "sim/fiber.h"
 #include "sim/world.h"
 

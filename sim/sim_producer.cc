@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
-#include "client/client_options.h"
-#include "client/client_status.h"
+#include <algorithm>
+#include <utility>
+
+#include "client/platform.h"
+#include "client/producer_factory.h"
+#include "client/producer_runtime.h"
 #include "core/check.h"
-#include "core/protocol_json.h"
+#include "sim/fiber_sync.h"
 #include "sim/wire_redis.h"
 
 namespace rsc::sim {
@@ -13,25 +17,243 @@ namespace rsc::sim {
 namespace {
 
 // The options a simulated producer process is configured with, as an application writes them
-// (include/rsc/producer.h); the library's checks pass them, as in Producer::Create.
-ProducerOptions OptionsOf(const ProducerParams& p, const ProducerSlot& slot) {
+// (include/rsc/producer.h); the library checks them (ProducerAccess::Create), as in
+// Producer::Create. Each process lists the coordinators in its own order (`rotation`), so
+// processes start their first refresh round on different endpoints.
+ProducerOptions OptionsOf(const ProducerParams& p, const ProducerSlot& slot, int rotation,
+                          PublishEventHandler on_publish, std::shared_ptr<VersionStore> store) {
   using std::chrono::milliseconds;
   ProducerOptions o;
-  o.coordinator_endpoints = SimCoordinatorEndpoints(p.endpoint_count);
+  const std::vector<std::string> endpoints = SimCoordinatorEndpoints(p.endpoint_count);
+  for (int i = 0; i < p.endpoint_count; ++i) {
+    o.coordinator_endpoints.push_back(
+        endpoints[static_cast<size_t>((i + rotation) % p.endpoint_count)]);
+  }
   o.stream = p.group.stream;
   o.group = slot.by_stream ? "" : p.group.group;  // "": the stream's routing (D4)
   o.redis_url = kSimRedisUrl;
   o.http_timeout = milliseconds(p.http_timeout_ms);
+  o.redis_timeout = milliseconds(2000);
   o.retry_initial = milliseconds(100);
   o.retry_max = milliseconds(5000);
   o.endpoint_backoff = milliseconds(100);
-  client::CheckedEndpoints checked;
-  const std::optional<std::string> error = client::CheckProducerOptions(o, &checked);
-  RequireValidOptions(error, "producer");
+  o.version_store = std::move(store);
+  o.on_publish = std::move(on_publish);
   return o;
 }
 
 }  // namespace
+
+// ── the platform ──────────────────────────────────────────────────────────────────────
+
+class SimProducer::Store : public VersionStore {
+ public:
+  explicit Store(SimProducer& p) : p_(p) {}
+  bool Load(const std::string& /*stream*/, const std::string& /*group*/, ObservedVersion* out,
+            std::string* /*error*/) override {
+    *out = p_.slot_.stored;
+    return true;
+  }
+  bool Save(const std::string& /*stream*/, const std::string& /*group*/,
+            const ObservedVersion& version, std::string* error) override {
+    if (p_.dead_) {
+      *error = "the process died";
+      return false;
+    }
+    p_.slot_.stored = version;
+    return true;
+  }
+
+ private:
+  SimProducer& p_;
+};
+
+class SimProducer::Executor : public redis::Executor {
+ public:
+  explicit Executor(SimProducer& p) : p_(p) {}
+
+  // One pipeline to the simulated Redis, as SingleNodeExecutor::RunBatch sends it: the
+  // connection comes up with the pipeline (the network's connect), `before_write` is asked
+  // right before the write; a reset connection loses every reply (UNKNOWN_RESULT).
+  std::vector<Result<redis::Reply>> RunBatch(const std::vector<redis::KeyedCommand>& cmds,
+                                             redis::CommandKind /*kind*/,
+                                             const redis::BeforeWrite& before_write) override {
+    const size_t n = cmds.size();
+    if (n == 0) return {};
+    if (p_.dead_) return Fail(n, ErrorCode::kRedisUnavailable, "the process died");
+    if (before_write && !before_write()) {
+      return Fail(n, ErrorCode::kRedisUnavailable, "not sent: its deadline passed");
+    }
+    std::vector<redis::Command> wire;
+    wire.reserve(n);
+    for (const redis::KeyedCommand& k : cmds) wire.push_back(k.cmd);
+    World& w = p_.env_.world();
+    p_.write_sent_ = w.now();
+    p_.write_offset_ = p_.offset_;
+    auto result = std::make_shared<std::vector<redis::Reply>>();
+    auto done = std::make_shared<bool>(false);
+    auto error = std::make_shared<std::optional<std::string>>();
+    Fiber* me = Fiber::Current();
+    SimProducer& p = p_;
+    p_.env_.SendRedis(p_.slot_.node, conn_epoch_,
+                      WirePipeline(std::move(wire), WireClient{}, result),
+                      [&p, me, done, error](const StreamReply& r) {
+                        if (!r.ok()) *error = r.error;
+                        *done = true;
+                        p.Wake(me);
+                      });
+    p_.ParkUntil(done);
+    if (!*done) return Fail(n, ErrorCode::kUnknownResult, "the process died");
+    if (*error) {
+      // No reply (a failover reset the connection): each XADD may have been written.
+      if (error->value().rfind(kConnError, 0) == 0) conn_epoch_ = 0;  // reconnect
+      return Fail(n, ErrorCode::kUnknownResult, **error);
+    }
+    std::vector<Result<redis::Reply>> out;
+    for (redis::Reply& reply : *result) {
+      Probe(reply);
+      out.emplace_back(std::move(reply));
+    }
+    return out;
+  }
+
+  Result<redis::Reply> Run(std::string_view /*key*/, const redis::Command& /*cmd*/,
+                           redis::CommandKind /*kind*/) override {
+    RSC_CHECK(false);  // the producer writes with RunBatch only
+    return MakeError(ErrorCode::kInternal, "unused");
+  }
+  Result<std::vector<std::string>> Masters() override {
+    return std::vector<std::string>{"redis:6379"};
+  }
+  Result<redis::Reply> RunOn(const std::string& /*node*/, const redis::Command& /*cmd*/,
+                             redis::CommandKind /*kind*/) override {
+    RSC_CHECK(false);
+    return MakeError(ErrorCode::kInternal, "unused");
+  }
+  std::string Describe() const override { return "simulated redis"; }
+
+ private:
+  static std::vector<Result<redis::Reply>> Fail(size_t n, ErrorCode code, const std::string& why) {
+    return std::vector<Result<redis::Reply>>(n, MakeError(code, why));
+  }
+  // Probes what the producer is about to be told by Redis: a sealed shard (RS2) or a missing
+  // key (D3) refusing an XADD.
+  void Probe(const redis::Reply& reply) {
+    client::XaddReply x;
+    if (reply.IsNil()) {
+      x.kind = client::XaddReply::Kind::kNil;
+    } else if (reply.IsError()) {
+      x.kind = client::XaddReply::Kind::kError;
+      x.text = reply.str;
+    } else {
+      return;
+    }
+    if (!client::ProducerRuntime::IsStaleTarget(x)) return;
+    p_.env_.world().probes().Hit(
+        x.kind == client::XaddReply::Kind::kNil ? "publish_key_missing" : "publish_refused_sealed");
+  }
+
+  SimProducer& p_;
+  uint64_t conn_epoch_ = 0;
+};
+
+class SimProducer::Platform : public client::Platform {
+ public:
+  explicit Platform(SimProducer& p) : p_(p), sync_(p.env_.world(), nullptr) {}
+
+  SyncPort& Sync() override { return sync_; }
+  TimeMs NowMs(bool /*round_up*/) override { return p_.LocalNow(); }
+  int64_t NowUs() override { return p_.LocalNow() * 1000; }
+  double Random() override { return p_.env_.world().rng().Unit(); }
+
+  std::unique_ptr<Thread> StartThread(const char* /*name*/, std::function<void()> body) override {
+    return std::make_unique<SimThread>(p_, p_.Spawn(std::move(body)));
+  }
+
+  // One exchange over the simulated network, bounded by the client's timeout: the first of
+  // the answer (a duplicate is ignored) and the timeout wins.
+  client::HttpOutcome Request(const client::HttpCall& call) override {
+    p_.NoteMetrics();  // the previous answer was taken in by now
+    const std::string where = EndpointName(call.endpoint);
+    if (p_.dead_) return client::HttpOutcome{0, "", "the process died", where};
+    HttpRequest req;
+    req.method = call.method;
+    req.target = call.target;
+    req.body = call.body;
+    auto done = std::make_shared<bool>(false);
+    auto outcome = std::make_shared<client::HttpOutcome>();
+    Fiber* me = Fiber::Current();
+    SimProducer& p = p_;
+    auto finish = [&p, me, done, outcome](client::HttpOutcome o) {
+      if (*done) return;
+      *done = true;
+      *outcome = std::move(o);
+      p.Wake(me);
+    };
+    p_.env_.SendHttp(
+        p_.slot_.node, Slot(call.endpoint), std::move(req),
+        [finish, where](const HttpResponse& resp) {
+          finish(client::HttpOutcome{resp.status, resp.body,
+                                     resp.status == 0 ? "connection failed" : "", where});
+        });
+    p_.env_.world().After(p_.p_.http_timeout_ms, [finish, where] {
+      finish(client::HttpOutcome{0, "", "timed out", where});
+    });
+    p_.ParkUntil(done);
+    if (!*done) return client::HttpOutcome{0, "", "the process died", where};
+    return *outcome;
+  }
+
+  std::string EndpointName(int endpoint) const override {
+    return fmt::format("coordinator-{}", Slot(endpoint));
+  }
+  Result<std::unique_ptr<redis::Executor>> OpenRedis() override {
+    if (p_.dead_) return MakeError(ErrorCode::kRedisUnavailable, "the process died");
+    return std::unique_ptr<redis::Executor>(std::make_unique<Executor>(p_));
+  }
+
+  void ObserveRouting(const RoutingResponse& answer, TimeMs sent_ms) override {
+    // The grant as the coordinator made it (S5 judges publishes against it), before any
+    // mutant tampers with the answer.
+    if (p_.dead_) return;
+    HistEvent g = p_.Event(HistKind::kRouting);
+    g.sent_us = (sent_ms - p_.offset_) * 1000;
+    g.grant_ms = answer.routing_lease_ms;
+    g.version = answer.metadata_version;
+    g.lineage = answer.lineage;
+    p_.env_.world().Emit(std::move(g));
+    if (p_.slot_.by_stream && answer.generation > 0) {
+      p_.env_.world().probes().Hit("stream_routing_resharded");
+    }
+  }
+  void BeforeRouting(RoutingResponse& answer) override {
+    p_.env_.world().mutant().OnRoutingAnswer(answer);
+  }
+
+ private:
+  class SimThread : public Thread {
+   public:
+    SimThread(SimProducer& p, Fiber* fiber) : p_(p), fiber_(fiber) {}
+    void Join() override {
+      if (fiber_->finished()) return;
+      Fiber* me = Fiber::Current();
+      RSC_CHECK(me != nullptr);  // the scheduler cannot wait
+      p_.joiners_[fiber_].push_back(me);
+      while (!fiber_->finished()) me->Yield();  // woken once it ended (Spawn)
+    }
+
+   private:
+    SimProducer& p_;
+    Fiber* fiber_;
+  };
+
+  int Slot(int endpoint) const { return (endpoint + p_.endpoint_rotation_) % p_.p_.endpoint_count; }
+
+  SimProducer& p_;
+  FiberSync sync_;
+};
+
+// ── the process ───────────────────────────────────────────────────────────────────────
 
 SimProducer::SimProducer(Services& env, const ProducerParams& params, ProducerSlot& slot)
     : env_(env),
@@ -39,32 +261,24 @@ SimProducer::SimProducer(Services& env, const ProducerParams& params, ProducerSl
       slot_(slot),
       name_(fmt::format("{}#{}", slot.node, ++slot.incarnations)),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
-      options_(OptionsOf(params, slot)),
-      // The library's derivation, as in Producer::Create; the first refresh round starts on
-      // a drawn endpoint (each process lists the coordinators in its own order).
-      runtime_(client::ProducerRuntimeOptionsOf(
-                   options_, params.endpoint_count,
-                   static_cast<int>(env.world().rng().Uniform(0, params.endpoint_count - 1))),
-               this) {
-  if (slot_.version_store) runtime_.SeedObserved(slot_.stored);
+      endpoint_rotation_(
+          static_cast<int>(env.world().rng().Uniform(0, params.endpoint_count - 1))) {}
+
+SimProducer::~SimProducer() {
+  dead_ = true;
+  if (producer_) Spawn([this] { producer_->Close(); });
+  for (bool running = true; running;) {
+    running = false;
+    for (size_t i = 0; i < fibers_.size(); ++i) {  // Close() may not add any, but be safe
+      if (fibers_[i]->finished()) continue;
+      running = true;
+      fibers_[i]->Resume();
+    }
+  }
+  producer_.reset();
 }
 
 TimeMs SimProducer::LocalNow() const { return env_.world().now() + offset_; }
-
-TimeMs SimProducer::NowMs(bool /*round_up*/) { return LocalNow(); }
-
-double SimProducer::Random() { return env_.world().rng().Unit(); }
-
-ProducerMetrics SimProducer::Metrics() const {
-  return client::ProducerMetricsOf(
-      options_, runtime_, LocalNow(),
-      client::ProducerPortFacts{
-          .publishes_ok = publishes_ok_,
-          .publishes_failed = publishes_failed_,
-          .seal_refresh_waits = seal_waits_,
-          .current_endpoint = fmt::format("coordinator-{}", runtime_.current_endpoint()),
-      });
-}
 
 HistEvent SimProducer::Event(HistKind kind) const {
   HistEvent e;
@@ -73,10 +287,59 @@ HistEvent SimProducer::Event(HistKind kind) const {
   return e;
 }
 
+ProducerMetrics SimProducer::Metrics() const { return producer_->Metrics(); }
+
+Fiber* SimProducer::Spawn(std::function<void()> body) {
+  fibers_.push_back(std::make_unique<Fiber>([this, body = std::move(body)] {
+    body();
+    // Its joiners go on once it has ended (the wake-up is an event after this switch).
+    auto it = joiners_.find(Fiber::Current());
+    if (it == joiners_.end()) return;
+    for (Fiber* j : it->second) Wake(j);
+    joiners_.erase(it);
+  }));
+  Fiber* f = fibers_.back().get();
+  Wake(f);
+  return f;
+}
+
+void SimProducer::Wake(Fiber* f) {
+  env_.world().After(0, [f] {
+    if (!f->finished()) f->Resume();
+  });
+}
+
+void SimProducer::ParkUntil(const std::shared_ptr<bool>& done) {
+  Fiber* me = Fiber::Current();
+  RSC_CHECK(me != nullptr);
+  while (!*done && !dead_) me->Yield();
+}
+
+void SimProducer::Sleep(TimeMs ms) {
+  auto done = std::make_shared<bool>(false);
+  Fiber* me = Fiber::Current();
+  env_.world().After(ms, [this, me, done] {
+    *done = true;
+    Wake(me);
+  });
+  ParkUntil(done);
+}
+
 void SimProducer::Start() {
   env_.world().Emit(Event(HistKind::kStart));
-  Tick();
-  SchedulePublish();
+  auto store = slot_.version_store ? std::make_shared<Store>(*this) : nullptr;
+  ProducerOptions options = OptionsOf(
+      p_, slot_, endpoint_rotation_, [this](const PublishEvent& e) { OnPublished(e); },
+      std::move(store));
+  ProducerResult<std::unique_ptr<Producer>> made = client::ProducerAccess::Create(
+      std::move(options), [this](const ProducerOptions&, client::CheckedEndpoints) {
+        return std::make_unique<Platform>(*this);
+      });
+  RequireValidOptions(made.ok() ? std::nullopt : std::optional<std::string>(made.error().message),
+                      "producer");
+  producer_ = std::move(made).value();
+  // Two application threads publish, each at half the process's rate.
+  for (int i = 0; i < 2; ++i) Spawn([this] { PublisherMain(); });
 }
 
 void SimProducer::Crash(const std::string& why) {
@@ -85,6 +348,9 @@ void SimProducer::Crash(const std::string& why) {
   HistEvent e = Event(HistKind::kCrash);
   e.detail = why;
   env_.world().Emit(std::move(e));
+  // Every fiber finds its ports failing; the producer is closed so its refresh thread ends.
+  for (const auto& f : fibers_) Wake(f.get());
+  if (producer_) Spawn([this] { producer_->Close(); });
 }
 
 void SimProducer::JumpClock(TimeMs forward_ms) {
@@ -92,95 +358,27 @@ void SimProducer::JumpClock(TimeMs forward_ms) {
   offset_ += forward_ms;
   env_.world().Fault("skew",
                      fmt::format("{} monotonic clock jumps {} ms forward", name_, forward_ms));
-  Tick();
 }
 
-void SimProducer::Tick() {
-  if (dead_) return;
-  runtime_.Tick();
-  ArmTimer();
-}
-
-void SimProducer::ArmTimer() {
-  const std::optional<TimeMs> next = runtime_.NextWakeupMs();
-  if (!next) {
-    timer_at_.reset();
-    ++timer_gen_;
-    return;
-  }
+void SimProducer::NoteMetrics() {
+  if (dead_ || !producer_) return;
+  const ProducerMetrics m = producer_->Metrics();
   World& w = env_.world();
-  const TimeMs at = std::max(w.now(), *next - offset_);
-  if (timer_at_ && *timer_at_ == at) return;
-  timer_at_ = at;
-  const uint64_t gen = ++timer_gen_;
-  w.At(at, [this, gen] {
-    if (dead_ || gen != timer_gen_) return;
-    timer_at_.reset();
-    Tick();
-  });
+  if (m.sync_adoptions > seen_sync_adoptions_) w.probes().Hit("routing_sync_adopted");
+  if (m.seal_refresh_waits > seen_seal_waits_) w.probes().Hit("publish_waits_for_routing");
+  seen_sync_adoptions_ = m.sync_adoptions;
+  seen_seal_waits_ = m.seal_refresh_waits;
 }
 
-// ── HTTP: the simulated network, with the client's timeout ─────────────────────────
+// ── the application ───────────────────────────────────────────────────────────────────
 
-void SimProducer::Http(uint64_t call, const client::HttpCall& request) {
-  HttpRequest req;
-  req.method = request.method;
-  req.target = request.target;
-  req.body = request.body;
-  const std::string where = fmt::format("coordinator-{}", request.endpoint);
-  http_in_flight_.insert(call);
-  auto outcome = [this, call](client::HttpOutcome o) {
-    if (dead_ || http_in_flight_.erase(call) == 0) return;  // late: already timed out
-    World& w = env_.world();
-    const int64_t adopted = runtime_.core().Metrics(LocalNow()).sync_adoptions;
-    runtime_.OnHttp(call, std::move(o));
-    if (runtime_.core().Metrics(LocalNow()).sync_adoptions > adopted) {
-      w.probes().Hit("routing_sync_adopted");
-    }
-    if (slot_.version_store) slot_.stored = runtime_.core().observed();
-    ArmTimer();
-  };
-  env_.SendHttp(slot_.node, request.endpoint, std::move(req),
-                [outcome, where](const HttpResponse& resp) {
-                  outcome(client::HttpOutcome{resp.status, resp.body,
-                                              resp.status == 0 ? "connection failed" : "", where});
-                });
-  env_.world().After(p_.http_timeout_ms, [outcome, where] {
-    outcome(client::HttpOutcome{0, "", "timed out", where});
-  });
-}
-
-void SimProducer::SaveVersion(const ObservedVersion& version) {
-  if (slot_.version_store) slot_.stored = version;
-}
-
-void SimProducer::ObserveRouting(const RoutingResponse& answer, TimeMs sent_ms) {
-  // The grant as the coordinator made it (S5 judges publishes against it), before any mutant
-  // tampers with the answer.
-  HistEvent g = Event(HistKind::kRouting);
-  g.sent_us = (sent_ms - offset_) * 1000;
-  g.grant_ms = answer.routing_lease_ms;
-  g.version = answer.metadata_version;
-  g.lineage = answer.lineage;
-  env_.world().Emit(std::move(g));
-  if (slot_.by_stream && answer.generation > 0) {
-    env_.world().probes().Hit("stream_routing_resharded");
-  }
-}
-
-void SimProducer::BeforeRouting(RoutingResponse& answer) {
-  env_.world().mutant().OnRoutingAnswer(answer);
-}
-
-// ── the workload ──────────────────────────────────────────────────────────────────
-
-void SimProducer::SchedulePublish() {
+void SimProducer::PublisherMain() {
   World& w = env_.world();
-  w.After(w.rng().Uniform(p_.publish_min_ms, p_.publish_max_ms), [this] {
+  while (!dead_ && publishing_) {
+    Sleep(w.rng().Uniform(2 * p_.publish_min_ms, 2 * p_.publish_max_ms));
     if (dead_ || !publishing_) return;
     PublishOne();
-    SchedulePublish();
-  });
+  }
 }
 
 void SimProducer::PublishOne() {
@@ -188,8 +386,8 @@ void SimProducer::PublishOne() {
   // One call publishes one to three keys, each once (a key's next message waits for the
   // previous one's outcome: per-key order without relying on the call's).
   const int wanted = static_cast<int>(w.rng().Uniform(1, 3));
-  auto call = std::make_shared<Call>();
-  call->keys.reserve(static_cast<size_t>(wanted));
+  std::vector<ProducerMessage> messages;
+  std::vector<int64_t> seqs;
   for (int n = 0; n < wanted; ++n) {
     const int k = static_cast<int>(w.rng().Uniform(0, p_.keys - 1));
     std::string key = fmt::format("k{}-{}", slot_.index, k);
@@ -197,121 +395,48 @@ void SimProducer::PublishOne() {
     in_flight_.insert(key);
     int64_t& next = slot_.next_seq[key];
     if (next == 0) next = 1;
-    call->seqs.push_back(next);
-    call->fields.push_back({{"key", key}, {"seq", std::to_string(next)}, {"producer", name_}});
-    call->keys.push_back(std::move(key));
+    seqs.push_back(next);
+    messages.push_back(
+        ProducerMessage{key, {{"key", key}, {"seq", std::to_string(next)}, {"producer", name_}}});
   }
-  if (call->keys.empty()) return;
-  std::vector<std::string_view> keys(call->keys.begin(), call->keys.end());
-  std::vector<const StreamFields*> fields;
-  for (const StreamFields& f : call->fields) fields.push_back(&f);
-  call->call = std::make_unique<client::PublishCall>(std::move(keys), std::move(fields));
-  if (call->keys.size() > 1) w.probes().Hit("publish_batch");
-  Continue(call);
-}
-
-// Drives the library's PublishCall (client/publish_call.h) as producer.cc does: route at one
-// instant, write unless the routing lease ended first, wait for a newer routing while
-// entries refused by a stale target may still go.
-void SimProducer::Continue(const std::shared_ptr<Call>& call) {
-  if (dead_) return;
-  client::PublishCall& pc = *call->call;
-  while (!pc.done()) {
-    if (pc.waiting()) {
-      const auto& routing = runtime_.core().routing();
-      const client::PublishCall::Wait wait = pc.OnWait(
-          LocalNow(), routing ? std::optional<int64_t>(routing->metadata_version) : std::nullopt);
-      if (wait.what != client::PublishCall::Wait::What::kRefresh) continue;
-      env_.world().probes().Hit("publish_waits_for_routing");
-      ++seal_waits_;
-      runtime_.OnStaleTarget();  // RS2, D3: a refresh at once
-      Tick();
-      env_.world().After(wait.sleep_ms, [this, call] { Continue(call); });
-      return;
-    }
-    std::vector<ProducerResult<client::RouteTarget>> routes = runtime_.Route(pc.RouteKeys());
-    Tick();                  // Route may have asked for a refresh (PR2)
-    bool nomkstream = true;  // the simulated Redis has it (7.x)
-    std::vector<redis::KeyedCommand> keyed = pc.Write(std::move(routes), OkStatus(), nomkstream);
-    if (keyed.empty()) continue;
-    if (LocalNow() >= pc.write_lease_end_ms()) {
-      // PR5: the lease ended before the write: nothing is sent.
-      std::vector<Result<redis::Reply>> unsent(
-          keyed.size(), MakeError(ErrorCode::kRedisUnavailable, "not sent: the lease ended"));
-      Record(*call, pc.OnReplies(std::move(unsent), /*lease_ended=*/true, &nomkstream), 0, 0);
-      continue;
-    }
-    std::vector<redis::Command> cmds;
-    for (redis::KeyedCommand& k : keyed) cmds.push_back(std::move(k.cmd));
-    const size_t n = cmds.size();
-    const TimeMs sent = env_.world().now();
-    // The local clock's offset now: a lease end is turned into simulated time as the producer
-    // believed it when it wrote (a clock jump before the reply must not move it).
-    const TimeMs offset = offset_;
-    auto result = std::make_shared<std::vector<redis::Reply>>();
-    env_.SendRedis(slot_.node, conn_epoch_, WirePipeline(std::move(cmds), WireClient{}, result),
-                   [this, call, result, n, sent, offset](const StreamReply& r) {
-                     if (dead_) return;
-                     std::vector<Result<redis::Reply>> replies;
-                     if (r.ok()) {
-                       for (redis::Reply& reply : *result) replies.emplace_back(std::move(reply));
-                     } else {
-                       // No reply (a failover reset the connection, or it timed out): each
-                       // XADD may have been written.
-                       if (r.error.rfind(kConnError, 0) == 0) conn_epoch_ = 0;  // reconnect
-                       replies.assign(n, MakeError(ErrorCode::kUnknownResult, r.error));
-                     }
-                     bool nomkstream = true;
-                     Record(*call, call->call->OnReplies(std::move(replies), false, &nomkstream),
-                            sent, offset);
-                     Continue(call);
-                   });
-    return;
-  }
-  Finish(*call);
-}
-
-void SimProducer::Record(Call& call, const client::PublishCall::Outcome& outcome, TimeMs sent,
-                         TimeMs offset) {
-  World& w = env_.world();
-  if (outcome.missing > 0) w.probes().Hit("publish_key_missing");
-  if (outcome.sealed > 0) w.probes().Hit("publish_refused_sealed");
-  for (size_t i : outcome.written) {
-    const client::RouteTarget& route = call.call->route(i);
-    const std::string& key = call.keys[i];
-    const int64_t seq = call.seqs[i];
-    ++slot_.next_seq[key];
-    HistEvent e = Event(HistKind::kPublish);
-    e.key = key;
-    e.seq = seq;
-    e.shard = route.shard;
-    e.stream = route.stream;
-    e.id = call.call->result(i).value();
-    e.version = route.metadata_version;
-    e.lease_end_us = (route.lease_end_ms - offset) * 1000;
-    const std::optional<StreamId> id = StreamId::Parse(e.id);
-    RSC_CHECK(id.has_value());
-    w.EmitAt(std::move(e), sent);
-    env_.NotePublished(route.stream, *id, key, seq);
-  }
-}
-
-void SimProducer::Finish(Call& call) {
-  World& w = env_.world();
-  std::vector<ProducerResult<std::string>> results = call.call->TakeResults();
+  if (messages.empty()) return;
+  if (messages.size() > 1) w.probes().Hit("publish_batch");
+  const std::vector<ProducerResult<std::string>> results = producer_->PublishBatch(messages);
   for (size_t i = 0; i < results.size(); ++i) {
-    in_flight_.erase(call.keys[i]);
-    ++(results[i].ok() ? publishes_ok_ : publishes_failed_);
-    if (results[i].ok()) continue;
+    in_flight_.erase(messages[i].key);
+    if (dead_ || results[i].ok()) continue;
     // Refused, unknown or not sent: the same (key, seq) is published again later.
     const ProducerErrorCode code = results[i].error().code;
     if (code == ProducerErrorCode::kRoutingExpired) w.probes().Hit("publish_refused_expired");
     HistEvent e = Event(HistKind::kPublishRefused);
-    e.key = call.keys[i];
-    e.seq = call.seqs[i];
+    e.key = messages[i].key;
+    e.seq = seqs[i];
     e.detail = std::string(ProducerErrorCodeName(code));
     w.Emit(std::move(e));
   }
+  NoteMetrics();
+}
+
+void SimProducer::OnPublished(const PublishEvent& event) {
+  if (dead_) return;
+  World& w = env_.world();
+  int64_t seq = 0;
+  for (const auto& [field, value] : event.fields) {
+    if (field == "seq") seq = std::stoll(value);
+  }
+  ++slot_.next_seq[event.key];
+  HistEvent e = Event(HistKind::kPublish);
+  e.key = event.key;
+  e.seq = seq;
+  e.shard = event.shard;
+  e.stream = event.stream;
+  e.id = event.id;
+  e.version = event.metadata_version;
+  e.lease_end_us = event.routing_lease_end_us - write_offset_ * 1000;
+  const std::optional<StreamId> id = StreamId::Parse(e.id);
+  RSC_CHECK(id.has_value());
+  w.EmitAt(std::move(e), write_sent_);
+  env_.NotePublished(event.stream, *id, event.key, seq);
 }
 
 }  // namespace rsc::sim

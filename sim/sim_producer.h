@@ -1,23 +1,30 @@
 #pragma once
-// SimProducer: one incarnation of a producer process — the library's producer runtime as
-// shipped (client::ProducerRuntime: the ProducerCore's routing cache and lease, PR1–PR5,
-// refresh rounds endpoint by endpoint, C6, routing at one instant; client::PublishCall: a
-// PublishBatch's attempts, what each XADD's reply means, the wait for a newer routing after a
-// sealed shard or a missing key refused an entry, RS2, D3) over simulated ports: the
-// simulated HTTP network with the client's timeout, the XADDs in wire form on the simulated
-// Redis (sim/wire_redis.h), and a local monotonic clock that only jumps forward. This file
-// holds only those ports, the workload below and the history recording.
+// SimProducer: one incarnation of a producer process — the library's rsc::Producer as shipped
+// (src/client/producer.cc: its refresh thread, its publish path with the routing-lease check
+// right before each pipeline, its locks and waits, over client::ProducerRuntime and
+// client::PublishCall) made on a simulated platform (client/platform.h): fibers that park in
+// simulated time (sim/fiber.h, sim/fiber_sync.h) for its threads, the simulated HTTP network
+// with the client's timeout, the XADDs in wire form on the simulated Redis (sim/wire_redis.h),
+// a version store in the process's slot, and a local monotonic clock that only jumps forward.
+// This file holds only those ports, the application below and the history recording.
 //
-// The workload: a few keys per producer, each with its own sequence number; a call publishes
-// one to three keys, and a key's next message is published only once the call that carried
-// the previous one ended with it written (a failed or unknown XADD is published again later
-// with the same sequence number, so duplicates are possible, reordering is not).
+// The application: two publishing threads (fibers) per process, over a few keys each with its
+// own sequence number; a call publishes one to three keys, and a key's next message is
+// published only once the call that carried the previous one ended with it written (a failed
+// or unknown XADD is published again later with the same sequence number, so duplicates are
+// possible, reordering is not).
 //
-// History: kStart, kPublish for each entry written (t = when its XADD was SENT, with the
-// routing lease end of the route it went by), kPublishRefused for each entry a call ended
-// without writing (detail: the error code), kStop/kCrash.
+// History: kStart, kPublish for each entry written (reported by the producer's on_publish
+// hook; t = when its XADD was SENT, with the routing lease end of the route it went by),
+// kPublishRefused for each entry a call ended without writing (detail: the error code),
+// kRouting for each routing answer, kStop/kCrash.
+//
+// A crash: nothing the process does reaches the network, Redis, its version store or the
+// history from then on; its fibers are woken, find every port failing at once, and end (the
+// producer is closed by a fiber of its own, so its refresh thread returns).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "client/producer_runtime.h"
-#include "client/publish_call.h"
+#include "rsc/producer.h"
+#include "sim/fiber.h"
 #include "sim/services.h"
 
 namespace rsc::sim {
@@ -52,9 +59,11 @@ struct ProducerSlot {
   std::map<std::string, int64_t> next_seq;  // per key: next sequence number to publish
 };
 
-class SimProducer : public client::ProducerPorts {
+class SimProducer {
  public:
   SimProducer(Services& env, const ProducerParams& params, ProducerSlot& slot);
+  // The end of the run (no event runs any more): every fiber is resumed until it ends.
+  ~SimProducer();
   SimProducer(const SimProducer&) = delete;
   SimProducer& operator=(const SimProducer&) = delete;
 
@@ -63,57 +72,51 @@ class SimProducer : public client::ProducerPorts {
   void JumpClock(TimeMs forward_ms);
   void StopPublishing() { publishing_ = false; }
   bool dead() const { return dead_; }
-  // As Producer::Metrics() reports them (client/client_status.h), for the metrics scrape.
+  // Producer::Metrics() (client/client_status.h), for the metrics scrape.
   ProducerMetrics Metrics() const;
   const std::string& name() const { return name_; }
 
-  // ── client::ProducerPorts ──
-  TimeMs NowMs(bool round_up) override;
-  void Http(uint64_t call, const client::HttpCall& request) override;
-  double Random() override;
-  void SaveVersion(const ObservedVersion& version) override;
-  void ObserveRouting(const RoutingResponse& answer, TimeMs sent_ms) override;
-  void BeforeRouting(RoutingResponse& answer) override;
-
  private:
+  class Platform;  // client::Platform over the simulation
+  class Executor;  // redis::Executor: the XADDs in wire form
+  class Store;     // VersionStore: the slot's saved version
+
   TimeMs LocalNow() const;
   HistEvent Event(HistKind kind) const;
-  void Tick();
-  void ArmTimer();
-  void SchedulePublish();
+  // Fiber side: parks for `ms` of simulated time (less if the process dies).
+  void Sleep(TimeMs ms);
+  // Fiber side: parks until `*done` or the process dies.
+  void ParkUntil(const std::shared_ptr<bool>& done);
+  // Resumes `f` from an event at the current time (if it has not ended by then).
+  void Wake(Fiber* f);
+  Fiber* Spawn(std::function<void()> body);
+  void PublisherMain();
   void PublishOne();
-  // One PublishBatch call in flight: its entries (the call holds views of them).
-  struct Call {
-    std::vector<std::string> keys;
-    std::vector<int64_t> seqs;
-    std::vector<StreamFields> fields;
-    std::unique_ptr<client::PublishCall> call;
-  };
-  void Continue(const std::shared_ptr<Call>& call);
-  // What one write's replies said: kPublish for each entry written (t = when it was sent;
-  // `offset`: the local clock's offset then).
-  void Record(Call& call, const client::PublishCall::Outcome& outcome, TimeMs sent, TimeMs offset);
-  // The call ended: its keys may go again; each entry not written is recorded refused.
-  void Finish(Call& call);
+  // The producer's on_publish hook: one entry written.
+  void OnPublished(const PublishEvent& event);
+  // Probes of what the producer's metrics show changed.
+  void NoteMetrics();
 
   Services& env_;
   const ProducerParams& p_;
   ProducerSlot& slot_;
   const std::string name_;
   TimeMs offset_;
-  // As an application configures the process (client/client_options.h checks and derives).
-  const ProducerOptions options_;
-  client::ProducerRuntime runtime_;
-  int64_t publishes_ok_ = 0;  // entries of finished calls, as Producer counts them
-  int64_t publishes_failed_ = 0;
-  int64_t seal_waits_ = 0;
+  const int endpoint_rotation_;  // the process lists coordinator i as its endpoint i - this
   bool dead_ = false;
   bool publishing_ = true;
-  std::set<uint64_t> http_in_flight_;
-  uint64_t timer_gen_ = 0;
-  std::optional<TimeMs> timer_at_;
-  std::set<std::string> in_flight_;  // keys with an XADD outstanding
-  uint64_t conn_epoch_ = 0;
+  std::set<std::string> in_flight_;  // keys of a call in progress
+  // The write in progress (one at a time: the producer holds its Redis lock): when it was
+  // sent, and the local clock's offset then (a lease end is turned into simulated time as
+  // the producer believed it when it wrote; a clock jump before the reply must not move it).
+  TimeMs write_sent_ = 0;
+  TimeMs write_offset_ = 0;
+  int64_t seen_seal_waits_ = 0;
+  int64_t seen_sync_adoptions_ = 0;
+
+  std::vector<std::unique_ptr<Fiber>> fibers_;     // every fiber of the process
+  std::map<Fiber*, std::vector<Fiber*>> joiners_;  // fibers waiting for one to end
+  std::unique_ptr<Producer> producer_;             // the library's, on Platform
 };
 
 }  // namespace rsc::sim

@@ -178,6 +178,10 @@ struct ProducerMetrics {
   std::string current_endpoint;
 };
 
+namespace client {
+struct ProducerAccess;
+}  // namespace client
+
 class Producer {
  public:
   // Validates the options, loads the version store, and starts the refresh thread. Does
@@ -208,6 +212,7 @@ class Producer {
   class Impl;
 
  private:
+  friend struct client::ProducerAccess;  // the library's factory (and the simulator's)
   explicit Producer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

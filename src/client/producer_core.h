@@ -1,8 +1,9 @@
 #pragma once
 // ProducerCore: the producer's routing cache and lease rules (SPEC §5, PR1–PR5), as a
 // sans-IO state machine (ENGINEERING §1). It performs no I/O, reads no clock and draws no
-// random numbers: the runtime (src/client/producer.cc) and the simulator feed it events
-// with the local *monotonic* time in ms, and perform the actions it returns.
+// random numbers: the runtime (src/client/producer_runtime.cc, in production and in the
+// simulator alike) feeds it events with the local *monotonic* time in ms, and performs the
+// actions it returns.
 //
 // Timeline of one producer (times are the shell's steady clock):
 //

@@ -1,7 +1,7 @@
 #pragma once
 // ProducerRuntime: the producer's runtime as one single-threaded, sans-IO object (issue 10),
-// run by the library (producer.cc: a refresh thread, the HTTP transport, hiredis) and by the
-// simulator (sim/sim_producer.cc: the simulated network and Redis) alike. It drives the
+// driven by producer.cc (a refresh thread, HTTP requests and a Redis executor of its
+// platform, client/platform.h: the operating system's, or the simulator's). It drives the
 // ProducerCore (routing cache, lease, PR1–PR5) and decides what sits between the core and the
 // wire:
 // * a refresh round: GET .../routing?observedVersion=..&lineage=.. on the endpoint that last

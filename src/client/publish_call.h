@@ -5,10 +5,9 @@
 // turned NOMKSTREAM down) and which wait for a newer routing (RS2, D3: a sealed shard or a
 // missing key refused them), when the call gives up, and what each caller gets.
 //
-// Drivers: the library (producer.cc: routes under its mutex, writes over the hiredis executor
-// with the routing-lease check right before each pipeline, waits on a condition variable) and
-// the simulator (sim/sim_producer.cc: the simulated network, Redis and clock). They differ
-// only in how they route, write and wait:
+// Driver: producer.cc (routes under its mutex, writes over its platform's executor with the
+// routing-lease check right before each pipeline, waits on a condition variable) — in
+// production and in the simulator alike (client/platform.h). The loop:
 //
 //   PublishCall call(keys, fields);
 //   while (!call.done()) {

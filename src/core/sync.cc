@@ -1,4 +1,4 @@
-#include "server/sync.h"
+#include "core/sync.h"
 
 #include <condition_variable>
 #include <mutex>
@@ -26,6 +26,11 @@ class OsCondVar : public SyncPort::CondVar {
     std::unique_lock<std::mutex> lock(static_cast<OsMutex&>(m).native(), std::adopt_lock);
     cv_.wait(lock);
     lock.release();  // still held by the caller's lock object
+  }
+  void WaitFor(SyncPort::Mutex& m, std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(static_cast<OsMutex&>(m).native(), std::adopt_lock);
+    cv_.wait_for(lock, timeout);
+    lock.release();
   }
   void NotifyAll() override { cv_.notify_all(); }
 

@@ -7,7 +7,7 @@
 // Thread safety: all methods may be called concurrently from worker threads. Calls for
 // one group are serialized in-process by a per-group monitor (the seed's "local monitor
 // before the shutdown gate and the Redis mutex"), so replicas contend only across
-// processes. The monitor and the heartbeat queue's wait are a SyncPort's (server/sync.h):
+// processes. The monitor and the heartbeat queue's wait are a SyncPort's (core/sync.h):
 // OS primitives in production, parking fibers in the simulator's workers.
 
 #include <chrono>
@@ -24,9 +24,9 @@
 #include "core/group_index.h"
 #include "core/store.h"
 #include "core/stream_admin.h"
+#include "core/sync.h"
 #include "server/coordinator_api.h"
 #include "server/layout_service.h"
-#include "server/sync.h"
 
 namespace rsc {
 
@@ -102,7 +102,7 @@ struct GroupServiceOptions {
   // stream's routingLeaseMs: a producer told the old routing before the seal stops using it
   // by then, and its XADD NOMKSTREAM to a deleted key is answered nil, stale routing).
   int64_t retired_retention_ms = 3'600'000;
-  // Where the group monitors and the heartbeat queue block (server/sync.h); nullptr:
+  // Where the group monitors and the heartbeat queue block (core/sync.h); nullptr:
   // SyncPort::Os(). Must outlive the service.
   SyncPort* sync = nullptr;
 };

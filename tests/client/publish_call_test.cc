@@ -1,7 +1,7 @@
 // PublishCall (client/publish_call.h): one PublishBatch's decisions, driven here with routes
 // and replies made by hand — no Redis, no coordinator, no clock. The library's driver over a
 // real Redis is tested in producer_integration_test.cc (seals, missing keys, lease ends) and
-// the simulator runs the same class (sim/sim_producer.cc).
+// the simulator runs the same class inside the library's producer (sim/sim_producer.cc).
 
 #include "client/publish_call.h"
 

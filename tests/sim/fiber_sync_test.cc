@@ -1,12 +1,14 @@
-// sim/fiber_sync.h: GroupService's blocking waits for the simulator's worker fibers. A wait
-// parks the fiber and the release wakes the next one through an event, so a simulated
-// coordinator can run several workers without blocking the scheduler thread.
+// sim/fiber_sync.h: GroupService's and the producer's blocking waits for the simulator's
+// fibers. A wait parks the fiber and the release wakes the next one through an event, so a
+// simulated coordinator can run several workers, and a simulated producer its threads,
+// without blocking the scheduler thread.
 
 #include "sim/fiber_sync.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -86,6 +88,59 @@ TEST(FiberSync, AWaiterRunsOnlyAfterTheNotifyAndHoldsTheMutexAgain) {
   w.RunUntil(100);
   ASSERT_TRUE(waiter->finished() && leader->finished());
   EXPECT_EQ(woke_at, 7);
+}
+
+TEST(FiberSync, ATimedWaitEndsAtItsTimeoutOrAtTheNotifyWhicheverComesFirst) {
+  World w(1, Buggify::Mode::kAllOff);
+  FiberSync sync(w, nullptr);
+  auto mu = sync.NewMutex();
+  auto cv = sync.NewCondVar();
+  TimeMs timed_out_at = -1;
+  TimeMs notified_at = -1;
+  std::unique_ptr<Fiber> sleeper, waiter, notifier;
+  sleeper = std::make_unique<Fiber>([&] {
+    std::unique_lock<SyncPort::Mutex> lock(*mu);
+    cv->WaitFor(*mu, std::chrono::milliseconds(25));  // nobody notifies before 25
+    timed_out_at = w.now();
+  });
+  waiter = std::make_unique<Fiber>([&] {
+    w.Sleep(*waiter, 30);
+    std::unique_lock<SyncPort::Mutex> lock(*mu);
+    cv->WaitFor(*mu, std::chrono::milliseconds(1000));
+    notified_at = w.now();
+  });
+  notifier = std::make_unique<Fiber>([&] {
+    w.Sleep(*notifier, 40);
+    std::lock_guard<SyncPort::Mutex> lock(*mu);
+    cv->NotifyAll();
+  });
+  w.After(0, [&] { sleeper->Resume(); });
+  w.After(0, [&] { waiter->Resume(); });
+  w.After(0, [&] { notifier->Resume(); });
+  w.RunUntil(2000);  // the waiter's own timer (at 1030) fires too and must find nothing
+  ASSERT_TRUE(sleeper->finished() && waiter->finished() && notifier->finished());
+  EXPECT_EQ(timed_out_at, 25);
+  EXPECT_EQ(notified_at, 40);
+}
+
+TEST(FiberSync, TheSchedulerMayTakeAMutexNoFiberHolds) {
+  // A simulated producer's Metrics() is read between events (the metrics scrape), off any
+  // fiber: it locks the producer's state mutex, which no fiber holds across a park.
+  World w(1, Buggify::Mode::kAllOff);
+  FiberSync sync(w, nullptr);
+  auto mu = sync.NewMutex();
+  {
+    std::lock_guard<SyncPort::Mutex> lock(*mu);  // on the scheduler: not a fiber
+  }
+  bool fiber_got_it = false;
+  std::unique_ptr<Fiber> f = std::make_unique<Fiber>([&] {
+    std::lock_guard<SyncPort::Mutex> lock(*mu);
+    fiber_got_it = true;
+  });
+  f->Resume();
+  EXPECT_TRUE(fiber_got_it);
+  EXPECT_TRUE(mu->try_lock());  // and released by the fiber
+  mu->unlock();
 }
 
 TEST(FiberSync, AFiberResumedBeforeItsTurnParksAgain) {

@@ -166,9 +166,10 @@ TEST(SimulatorRegression, Seed137_StaleSectionNeverShortensAMemberLease) {
 // drawn the draws moved again; the path is reached there too (3 in 1,332 sweep runs). Since
 // the simulator runs the library's NodeCore (issue 10) the first run from 93000820 to reach it
 // is 93000951 (run 132); since it runs PublishCall (issue 10), 93002986 (run 2,036 from
-// there): the search starts there.
+// there); since it runs the library's producer itself on a simulated platform (issue 10),
+// 93005640 (run 2,655 from 93002986): the search starts there.
 TEST(SimulatorRegression, Seed93000387_ARenewalSinceTheLoadKeepsTheMemberAlive) {
-  ExpectPassesReaching(93002986, "stale_removal_refused", 300, /*reshards=*/-1,
+  ExpectPassesReaching(93005640, "stale_removal_refused", 300, /*reshards=*/-1,
                        /*coord_workers=*/1);
 }
 
@@ -244,10 +245,11 @@ TEST(SimulatorRegression, Seed1153_WorkStartedUnderALostGrantStaysExcused) {
 // tick pass and half the runs reshard without rollback faults, issue 12; run 1152 since
 // it runs the library's NodeCore, issue 10; run 2071 since it runs PublishCall, issue 10;
 // run 2790 since the coordinator's heartbeat queue hands the lead over, issue 14: every run
-// from 2071 to 2789 passed), so the test costs one run while the simulator draws the same
-// numbers and at most 300 after it changes.
+// from 2071 to 2789 passed; run 3136 since it runs the library's producer itself, issue 10:
+// every run from 2790 to 3135 passed), so the test costs one run while the simulator draws
+// the same numbers and at most 300 after it changes.
 TEST(SimulatorRegression, Seed8364602991614658966_EntryStrandedByARollbackOverlap) {
-  ExpectPassesReaching(8364602991614658966ULL + 2789, "late_read_reclaimed");
+  ExpectPassesReaching(8364602991614658966ULL + 3135, "late_read_reclaimed");
 }
 
 // checkers.cc (S4 under a lost grant), found by the search above once the simulator ran
@@ -461,9 +463,10 @@ TEST(Mutants, EveryRunTimeMutantIsListed) {
 // taints an answer to a request sent before the rollback whose view the store lost and whose
 // state was committed while it was in flight (TaintAnswerAcrossRollback, probe
 // answer_across_rollback_tainted). Since the simulator runs PublishCall (issue 10) the first
-// run from the found seed to reach the path is run 290: the search starts there.
+// run from the found seed to reach the path is run 290; since it runs the library's producer
+// itself (issue 10), run 1,126 (every run from 290 on passed): the search starts there.
 TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverIsTainted) {
-  ExpectPassesReaching(14721432028603566224ULL + 289, "answer_across_rollback_tainted");
+  ExpectPassesReaching(14721432028603566224ULL + 1125, "answer_across_rollback_tainted");
 }
 
 // Found by a 25-minute sweep (simulator bug, L1): a layout put back past a reshard 5 s before
@@ -484,9 +487,11 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
 // 2,100 from there reached it; 20311114, the first from 20310000 that does (run 1,115), was
 // where the search started. Since the coordinator's heartbeat queue and the layout re-read
 // inside a group's Mutate (issue 14), no run in 300 from there reached it; 20380692, the
-// first from 20380000 that does (run 693), is where the search starts.
+// first from 20380000 that does (run 693), was where the search started. Since the simulator
+// runs the library's producer itself (issue 10), 20382376 (run 1,685 from there) is where it
+// starts.
 TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
-  ExpectPassesReaching(20380692, "newest_generation_after_heal", 300, /*reshards=*/2,
+  ExpectPassesReaching(20382376, "newest_generation_after_heal", 300, /*reshards=*/2,
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
@@ -513,10 +518,11 @@ TEST(SimulatorRegression, Seed20280039_AnEntryACutReadTookIsReclaimedUnderOurOwn
 // group wrote it while its children were read. The fault now only moves the layout back;
 // the search starts at 20267127, the first run from the found seed to reach the refused
 // put-back since the simulator's reader driver cuts a round chosen but not yet sent (run 331),
-// 20267359 since it runs PublishCall (run 233 from there), and 20267684 since a backlog's next
-// live round goes out before the last one's answers (NodeCore::NextRoundFirst; run 326).
+// 20267359 since it runs PublishCall (run 233 from there), 20267684 since a backlog's next
+// live round goes out before the last one's answers (NodeCore::NextRoundFirst; run 326), and
+// 20268123 since it runs the library's producer itself (issue 10; run 440).
 TEST(SimulatorRegression, Seed20266797_ALayoutIsPutBackOnlyBackwards) {
-  ExpectPassesReaching(20267684, "layout_put_back_refused_forward", 300, /*reshards=*/2,
+  ExpectPassesReaching(20268123, "layout_put_back_refused_forward", 300, /*reshards=*/2,
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
