@@ -18,9 +18,8 @@ ProducerResult<std::unique_ptr<Producer>> Producer::Create(ProducerOptions optio
         redis::ConnectionOptions redis = redis::ConnectionOptions::FromUrl(checked.redis);
         redis.connect_timeout = o.redis_timeout;
         redis.command_timeout = o.redis_timeout;
-        return std::make_unique<client::OsPlatform>(std::move(checked.coordinators),
-                                                    o.http_timeout, o.coordinator_token,
-                                                    std::move(redis));
+        return std::make_unique<client::OsPlatform>(std::move(checked.coordinators), o.http_timeout,
+                                                    o.coordinator_token, std::move(redis));
       });
 }
 
