@@ -1,7 +1,7 @@
-// The producer (producer.cc) on a test Platform (client/platform.h): what its threads do when
-// a publish races Close(), forced into one order with a FIFO mutex whose lock can be held
-// back. No coordinator and no Redis: the platform's HTTP answers nothing, its executor is
-// counted.
+// The producer (producer.cc) on a test Platform (client/platform.h), no coordinator and no
+// Redis: what its threads do when a publish races Close(), forced into one order with a FIFO
+// mutex whose lock can be held back (the platform's HTTP answers nothing, its executor is
+// counted); and PR5's check right before the write, with a clock the test moves.
 
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "client/http_transport.h"
 #include "client/platform.h"
 #include "client/producer_factory.h"
+#include "core/protocol_json.h"
 #include "rsc/producer.h"
 
 namespace rsc::client {
@@ -226,6 +227,113 @@ TEST(ProducerClose, APublishQueuedBehindCloseOpensNoExecutor) {
   EXPECT_EQ(r.error().code, ProducerErrorCode::kClosed);
   EXPECT_EQ(opened.load(), 1) << "a publish after Close() opened a new executor";
   EXPECT_FALSE(first.get().ok());
+}
+
+// A platform whose clock stands still until its executor moves it (a connect that took
+// time), whose coordinator answers one routing with a 1 s lease, and whose executor asks the
+// producer's BeforeWrite as the connection layer does and records whether it wrote.
+class LeaseClockPlatform : public Platform {
+ public:
+  static constexpr int64_t kStartUs = 1'000'000'000;  // 1,000,000 ms
+  static constexpr int64_t kLeaseMs = 1000;
+
+  std::atomic<int64_t> now_us{kStartUs};
+  std::atomic<int64_t> connect_ends_at_us{0};  // the executor moves the clock here first
+  std::atomic<int> writes{0};
+  std::atomic<int> refused_writes{0};
+
+  SyncPort& Sync() override { return SyncPort::Os(); }
+  TimeMs NowMs(bool round_up) override {
+    const int64_t us = now_us.load();
+    return us / 1000 + (round_up && us % 1000 != 0 ? 1 : 0);
+  }
+  int64_t NowUs() override { return now_us.load(); }
+  double Random() override { return 0.5; }
+  std::unique_ptr<Thread> StartThread(const char* /*name*/, std::function<void()> body) override {
+    class T : public Thread {
+     public:
+      explicit T(std::function<void()> body) : t_(std::move(body)) {}
+      ~T() override { Join(); }
+      void Join() override {
+        if (t_.joinable()) t_.join();
+      }
+
+     private:
+      std::thread t_;
+    };
+    return std::make_unique<T>(std::move(body));
+  }
+  HttpOutcome Request(const HttpCall& /*call*/) override {
+    RoutingResponse r;
+    r.metadata_version = 1;
+    r.lineage = "L";
+    r.shard_count = 1;
+    r.shards = {{0, "{orders:0}"}};
+    r.routing_lease_ms = kLeaseMs;
+    r.refresh_interval_ms = kLeaseMs / 2;  // never due: the clock stands still
+    return HttpOutcome{200, SerializeRoutingResponse(r), "", "test"};
+  }
+  std::string EndpointName(int /*endpoint*/) const override { return "test"; }
+  Result<std::unique_ptr<redis::Executor>> OpenRedis() override {
+    class Exec : public NoRedis {
+     public:
+      explicit Exec(LeaseClockPlatform& p) : p_(p) {}
+      std::vector<Result<redis::Reply>> RunBatch(const std::vector<redis::KeyedCommand>& cmds,
+                                                 redis::CommandKind /*kind*/,
+                                                 const redis::BeforeWrite& before_write) override {
+        p_.now_us = p_.connect_ends_at_us.load();
+        if (before_write && !before_write()) {
+          ++p_.refused_writes;
+          return std::vector<Result<redis::Reply>>(
+              cmds.size(), MakeError(ErrorCode::kRedisUnavailable, "not sent"));
+        }
+        ++p_.writes;
+        return std::vector<Result<redis::Reply>>(cmds.size(), redis::Reply::Bulk("1-1"));
+      }
+
+     private:
+      LeaseClockPlatform& p_;
+    };
+    return std::unique_ptr<redis::Executor>(std::make_unique<Exec>(*this));
+  }
+};
+
+// PR5 at the write: a connect that ends 0.4 ms before the routing lease does leaves no whole
+// millisecond of lease, and the XADD is not sent (the clock is read rounded up, as for every
+// lease decision); one that ends with a millisecond left is written.
+TEST(ProducerLease, NoXaddLeavesAfterTheLeaseEvenWhenTheConnectEndsInsideItsLastMillisecond) {
+  ProducerOptions o;
+  o.coordinator_endpoints = {"coordinator:7700"};
+  o.stream = "orders";
+  o.group = "billing";
+  o.redis_url = "redis://redis:6379";
+  LeaseClockPlatform* platform = nullptr;
+  auto made = ProducerAccess::Create(o, [&](const ProducerOptions&, CheckedEndpoints) {
+    auto p = std::make_unique<LeaseClockPlatform>();
+    platform = p.get();
+    return p;
+  });
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  std::unique_ptr<Producer> producer = std::move(made).value();
+  ASSERT_TRUE(producer->WaitForRouting(std::chrono::seconds(10))) << "no routing";
+  // The refresh was sent at the start: the lease ends kLeaseMs later.
+  const int64_t lease_end_us =
+      (LeaseClockPlatform::kStartUs / 1000 + LeaseClockPlatform::kLeaseMs) * 1000;
+  const StreamFields fields{{"f", "v"}};
+
+  platform->connect_ends_at_us = lease_end_us - 1400;  // 1.4 ms left: written
+  const ProducerResult<std::string> inside = producer->Publish("k", fields);
+  EXPECT_TRUE(inside.ok()) << inside.error().message;
+  EXPECT_EQ(platform->writes.load(), 1);
+
+  platform->now_us = LeaseClockPlatform::kStartUs;    // routed well inside the lease again
+  platform->connect_ends_at_us = lease_end_us - 400;  // 0.4 ms left: not sent
+  const ProducerResult<std::string> late = producer->Publish("k", fields);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code, ProducerErrorCode::kStaleRouting) << late.error().message;
+  EXPECT_EQ(platform->writes.load(), 1) << "an XADD left after the routing lease (PR5)";
+  EXPECT_EQ(platform->refused_writes.load(), 1);
+  producer->Close();
 }
 
 }  // namespace
