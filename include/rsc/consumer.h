@@ -302,6 +302,10 @@ struct ConsumerStatus {
   int redis_connections = 0;
 };
 
+namespace client {
+struct ConsumerAccess;
+}  // namespace client
+
 class Consumer {
  public:
   // Validates the options and loads the version store. Starts nothing.
@@ -324,6 +328,7 @@ class Consumer {
   class Impl;
 
  private:
+  friend struct client::ConsumerAccess;  // the library's factory (and the simulator's)
   explicit Consumer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,45 +1,53 @@
 #include "client/handler_pool.h"
 
-#include <pthread.h>
-
 #include <algorithm>
+#include <mutex>
 
 namespace rsc::client {
 
-namespace {
-// The pool whose task this thread runs, and that task's successor slot.
-thread_local const HandlerPool* tls_pool = nullptr;
-thread_local std::function<void()>* tls_next = nullptr;
-}  // namespace
-
-HandlerPool::HandlerPool(int max_threads) : max_threads_(std::max(1, max_threads)) {}
+HandlerPool::HandlerPool(int max_threads, Platform& platform)
+    : max_threads_(std::max(1, max_threads)),
+      platform_(platform),
+      mu_(platform.Sync().NewMutex()),
+      cv_(platform.Sync().NewCondVar()),
+      stop_mu_(platform.Sync().NewMutex()) {}
 
 HandlerPool::~HandlerPool() { Stop(); }
 
-bool HandlerPool::InWorker() const { return tls_pool == this; }
+HandlerPool::Worker* HandlerPool::WorkerLocked() {
+  const void* me = platform_.CurrentThread();
+  for (const std::unique_ptr<Worker>& w : workers_) {
+    if (w->id != nullptr && w->id == me) return w.get();
+  }
+  return nullptr;
+}
+
+bool HandlerPool::InWorker() const {
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  const Worker* w = const_cast<HandlerPool*>(this)->WorkerLocked();
+  return w != nullptr && w->next != nullptr;
+}
 
 void HandlerPool::Submit(uint64_t token, std::function<void()> task) {
-  if (tls_pool == this && tls_next != nullptr && !*tls_next) {
-    *tls_next = std::move(task);
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  if (stopping_) return;
+  if (Worker* w = WorkerLocked(); w != nullptr && w->next != nullptr && !*w->next) {
+    *w->next = std::move(task);  // runs next on this thread, without a hand-off
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    queue_.push_back(Task{token, std::move(task)});
-    // A thread more only when none is idle: a consumer with a fast handler keeps few.
-    if (idle_ < static_cast<int>(queue_.size()) &&
-        static_cast<int>(threads_.size()) < max_threads_) {
-      threads_.emplace_back([this] { Work(); });
-      pthread_setname_np(threads_.back().native_handle(), "rsc-handler");
-      return;
-    }
+  queue_.push_back(Task{token, std::move(task)});
+  // A thread more only when none is idle: a consumer with a fast handler keeps few.
+  if (idle_ < static_cast<int>(queue_.size()) && static_cast<int>(workers_.size()) < max_threads_) {
+    workers_.push_back(std::make_unique<Worker>());
+    Worker* w = workers_.back().get();
+    w->thread = platform_.StartThread("rsc-handler", [this, w] { Work(w); });
+    return;
   }
-  cv_.notify_one();
+  cv_->NotifyOne();
 }
 
 bool HandlerPool::Withdraw(uint64_t token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
   auto it = std::find_if(queue_.begin(), queue_.end(),
                          [token](const Task& t) { return t.token == token; });
   if (it == queue_.end()) return false;
@@ -48,49 +56,59 @@ bool HandlerPool::Withdraw(uint64_t token) {
 }
 
 void HandlerPool::Stop() {
-  std::lock_guard<std::mutex> stop_lock(stop_mu_);
-  std::vector<std::thread> threads;
+  std::lock_guard<SyncPort::Mutex> stop_lock(*stop_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SyncPort::Mutex> lock(*mu_);
     stopping_ = true;
     queue_.clear();
-    threads.swap(threads_);
+    cv_->NotifyAll();
   }
-  cv_.notify_all();
-  for (std::thread& t : threads) t.join();
+  // The workers stay listed until joined (a running task may still Submit and ask InWorker).
+  for (size_t i = 0;; ++i) {
+    Platform::Thread* t = nullptr;
+    {
+      std::lock_guard<SyncPort::Mutex> lock(*mu_);
+      if (i >= workers_.size()) break;
+      t = workers_[i]->thread.get();
+    }
+    t->Join();
+  }
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  workers_.clear();
 }
 
 int HandlerPool::threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(threads_.size());
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  return static_cast<int>(workers_.size());
 }
 
 int HandlerPool::busy() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(threads_.size()) - idle_;
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  return static_cast<int>(workers_.size()) - idle_;
 }
 
-void HandlerPool::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
+void HandlerPool::Work(Worker* me) {
+  std::unique_lock<SyncPort::Mutex> lock(*mu_);
+  me->id = platform_.CurrentThread();
   for (;;) {
     ++idle_;
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_->Wait(*mu_);
     --idle_;
     if (stopping_) return;
     std::function<void()> run = std::move(queue_.front().run);
     queue_.pop_front();
-    lock.unlock();
+    // `me->next` is read and written by this thread only (Submit and InWorker look at the
+    // caller's own worker).
     std::function<void()> next;
-    tls_pool = this;
-    tls_next = &next;
+    me->next = &next;
+    lock.unlock();
     while (run) {
       run();
       run = std::move(next);
       next = nullptr;
     }
-    tls_pool = nullptr;
-    tls_next = nullptr;
     lock.lock();
+    me->next = nullptr;
   }
 }
 

@@ -11,20 +11,24 @@
 //
 // Thread safety: every method may be called from any thread. Tasks run without the pool's
 // lock held.
+//
+// Its threads, lock and condition variable are the platform's (platform.h): OS threads in
+// production, fibers in the simulator, which runs this pool as shipped.
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <vector>
+
+#include "client/platform.h"
 
 namespace rsc::client {
 
 class HandlerPool {
  public:
-  explicit HandlerPool(int max_threads);
+  // `platform` must outlive the pool.
+  HandlerPool(int max_threads, Platform& platform);
   ~HandlerPool();  // Stop()
   HandlerPool(const HandlerPool&) = delete;
   HandlerPool& operator=(const HandlerPool&) = delete;
@@ -46,16 +50,25 @@ class HandlerPool {
     uint64_t token = 0;
     std::function<void()> run;
   };
-  void Work();
+  // One pool thread: who it is (Platform::CurrentThread) and, while it runs a task, the slot
+  // for the task submitted from inside it.
+  struct Worker {
+    std::unique_ptr<Platform::Thread> thread;
+    const void* id = nullptr;
+    std::function<void()>* next = nullptr;
+  };
+  void Work(Worker* me);
+  Worker* WorkerLocked();  // the caller's Worker, or nullptr
 
   const int max_threads_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;            // guarded by mu_
-  std::vector<std::thread> threads_;  // guarded by mu_
-  int idle_ = 0;                      // guarded by mu_
-  bool stopping_ = false;             // guarded by mu_
-  std::mutex stop_mu_;                // serialises Stop()
+  Platform& platform_;
+  const std::unique_ptr<SyncPort::Mutex> mu_;
+  const std::unique_ptr<SyncPort::CondVar> cv_;
+  std::deque<Task> queue_;                          // guarded by mu_
+  std::vector<std::unique_ptr<Worker>> workers_;    // guarded by mu_
+  int idle_ = 0;                                    // guarded by mu_
+  bool stopping_ = false;                           // guarded by mu_
+  const std::unique_ptr<SyncPort::Mutex> stop_mu_;  // serialises Stop()
 };
 
 }  // namespace rsc::client

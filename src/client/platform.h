@@ -6,9 +6,12 @@
 //
 // The producer (producer.cc) is written against it: its locks and condition variable, its
 // refresh thread, the clock, its HTTP requests to the coordinators and its Redis executor.
-// Production: OsPlatform (platform_os.cc: std::thread, the steady clock, the HTTP transport,
-// hiredis through the connection layer). The simulator: sim/sim_producer.cc (fibers that park
-// in simulated time, the simulated network and Redis, a local clock that jumps).
+// So is the consumer (consumer.cc): its timer and HTTP threads, the handler pool's threads
+// (handler_pool.h), its locks, the clock, its member id, and its reader connections
+// (reader_port.h). Production: OsPlatform (platform_os.cc: std::thread, the steady clock, the
+// HTTP transport, hiredis through the connection layer and ReaderRedis). The simulator:
+// sim/sim_producer.cc and sim/sim_consumer.cc (fibers that park in simulated time, the
+// simulated network and Redis, a local clock that jumps).
 //
 // Every call may block the calling thread (a fiber in the simulator); none may be made with
 // a SyncPort mutex of another platform held.
@@ -18,6 +21,8 @@
 #include <memory>
 #include <string>
 
+#include "client/consumer_runtime.h"
+#include "client/reader_port.h"
 #include "client/runtime_ports.h"
 #include "core/protocol.h"
 #include "core/result.h"
@@ -48,6 +53,10 @@ class Platform {
   virtual double Random() = 0;
   // Runs `body` on a thread of its own (`name`: for debuggers, ≤ 15 characters).
   virtual std::unique_ptr<Thread> StartThread(const char* name, std::function<void()> body) = 0;
+  // Who is calling: the same value on one thread and different ones on two (the handler
+  // pool's "am I one of yours"). The default tells OS threads apart; a platform whose threads
+  // share OS threads (the simulator's fibers) overrides it.
+  virtual const void* CurrentThread();
 
   // One request to coordinator endpoint `call.endpoint`, bounded by the client's HTTP
   // timeout; status 0: no answer (`error` says why; a request without an answer may have
@@ -59,10 +68,30 @@ class Platform {
   // the caller tries again later.
   virtual Result<std::unique_ptr<redis::Executor>> OpenRedis() = 0;
 
+  // The consumer's reader connections (ReaderRedis in production); every reply goes to
+  // `answers`. Nothing connects before ReaderPort::Start().
+  virtual std::unique_ptr<ReaderPort> OpenReaders(ReaderPort::Answers answers);
+  // The consumer's member id: a random (version 4) UUID, SPEC §4.1.
+  virtual std::string NewMemberId();
+  // The seed of the consumer core's jitter.
+  virtual uint64_t NewSeed();
+
   // Test seams of the producer runtime (ProducerPorts; the simulator's history and mutants):
   // no-ops in production.
   virtual void ObserveRouting(const RoutingResponse& /*answer*/, TimeMs /*sent_ms*/) {}
   virtual void BeforeRouting(RoutingResponse& /*answer*/) {}
+
+  // Test seams of the consumer runtime (ConsumerPorts; the simulator's history, probes and
+  // mutants), called with the consumer's lock held, so they may read `runtime`; no-ops in
+  // production.
+  virtual void BeforeAnswer(HeartbeatResponse& /*answer*/, TimeMs /*sent_ms*/) {}
+  virtual std::unique_ptr<ReaderCore> MakeReader(ReaderCoreConfig config, ReaderContext* context,
+                                                 DeliveryStats* stats, bool has_predecessor);
+  virtual void ReaderStopping(const ConsumerRuntime& /*runtime*/, uint64_t /*reader*/,
+                              bool /*abandon*/, AbandonCause /*cause*/) {}
+  virtual void ObserveConsumer(const ConsumerRuntime& /*runtime*/, uint64_t /*reader*/,
+                               const ConsumerEvent& /*event*/) {}
+  virtual void AfterInput(const ConsumerRuntime& /*runtime*/) {}
 };
 
 }  // namespace rsc::client

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "client/reader_redis.h"
 #include "redis/cluster.h"
 
 namespace rsc::client {
@@ -59,6 +60,16 @@ std::string OsPlatform::EndpointName(int endpoint) const {
 Result<std::unique_ptr<redis::Executor>> OsPlatform::OpenRedis() {
   return redis::OpenExecutor(redis_, redis::ClusterMode::kAuto, /*pool_size=*/1,
                              redis_.command_timeout);
+}
+
+std::unique_ptr<ReaderPort> OsPlatform::OpenReaders(ReaderPort::Answers answers) {
+  auto port = std::make_unique<ReaderRedis>(redis_, [answers](uint64_t token, ReaderReply reply) {
+    std::vector<ReaderAnswer> one;
+    one.push_back(ReaderAnswer{token, std::move(reply)});
+    answers(one);
+  });
+  port->SetBatchDone(std::move(answers));
+  return port;
 }
 
 }  // namespace rsc::client

@@ -1,7 +1,8 @@
 #pragma once
 // OsPlatform: the production Platform (platform.h) — std::thread, the steady clock, one HTTP
-// transport per coordinator endpoint (http_transport.h) and the connection layer's executor
-// (redis/executor.h: one server, or a cluster detected when it is opened).
+// transport per coordinator endpoint (http_transport.h), the connection layer's executor
+// (redis/executor.h: one server, or a cluster detected when it is opened) for the producer and
+// ReaderRedis (reader_redis.h) for the consumer's readers.
 
 #include <chrono>
 #include <memory>
@@ -33,9 +34,11 @@ class OsPlatform : public Platform {
   HttpOutcome Request(const HttpCall& call) override;
   std::string EndpointName(int endpoint) const override;
   Result<std::unique_ptr<redis::Executor>> OpenRedis() override;
+  std::unique_ptr<ReaderPort> OpenReaders(ReaderPort::Answers answers) override;
 
  private:
-  // One per endpoint; each is used by one thread at a time (the facade's refresh thread).
+  // One per endpoint; each is used by one thread at a time (the producer's refresh thread,
+  // the consumer's HTTP thread).
   std::vector<std::unique_ptr<HttpTransport>> transports_;
   const std::vector<std::pair<std::string, std::string>> headers_;  // the coordinator token
   const redis::ConnectionOptions redis_;

@@ -48,6 +48,7 @@
 
 #include "client/reader_core.h"
 #include "client/reader_node.h"
+#include "client/reader_port.h"
 #include "redis/connection.h"
 
 namespace rsc::redis {
@@ -57,7 +58,7 @@ class Executor;
 
 namespace rsc::client {
 
-class ReaderRedis {
+class ReaderRedis : public ReaderPort {
  public:
   using Answer = ReaderAnswer;
   // Optional (set before Start): receives the answers of one pipeline or one read together,
@@ -76,22 +77,23 @@ class ReaderRedis {
   // timeout of every command; a live read gets its BLOCK on top. Nothing connects before
   // Start().
   ReaderRedis(redis::ConnectionOptions redis, Done done);
-  ~ReaderRedis();  // Stop()
+  ~ReaderRedis() override;  // Stop()
   ReaderRedis(const ReaderRedis&) = delete;
   ReaderRedis& operator=(const ReaderRedis&) = delete;
 
   // Starts the port's thread. Commands submitted before are sent then. Call at most once.
-  void Start();
+  void Start() override;
   // Cuts every connection and joins the threads; returns within about a round trip even with
   // a read blocked — unless the port's own thread is detecting the cluster or re-reading its
   // slot map at that moment: then within that connect (or command) timeout per node it asks.
   // Outstanding Submits get no reply, later ones are dropped; `done` is not called once Stop()
   // returned. Idempotent.
-  void Stop();
+  void Stop() override;
   // Queues one command of reader `token`. `config` gives the stream, group, consumer name and
   // dead-letter stream; the wire args are built here, so command.entry (kDeadLetter) need
   // only be valid during the call. kReadLive: at most one per token at a time, block_ms ≥ 1.
-  void Submit(uint64_t token, const ReaderCoreConfig& config, const ReaderCommand& command);
+  void Submit(uint64_t token, const ReaderCoreConfig& config,
+              const ReaderCommand& command) override;
   // Reader `token` is being abandoned or drained: its live read, if queued and not sent yet,
   // is answered kNil at once (from another thread); if it is part of a blocked combined read,
   // that read is cut short so its readers are answered soon. Other commands of the token are
@@ -103,12 +105,12 @@ class ReaderRedis {
   // next one, like after an unblock. A cancelled read that comes back redirected is answered
   // kNil, not sent again; a Cancel that arrives while a redirected read is on its way between
   // two nodes finds it nowhere, and that read is answered by its deadline.
-  void Cancel(uint64_t token, bool now = false);
+  void Cancel(uint64_t token, bool now = false) override;
   // Summed over the nodes, plus the port's own thread.
-  ReaderRedisStats Stats() const;
+  ReaderRedisStats Stats() const override;
   // The server is known to be one server, not a cluster: a kReadLive may then carry an XACK
   // (ReaderCommand::ids) and a check (check_foreign), sent with it in one pipeline.
-  bool SingleServer() const { return single_.load(std::memory_order_acquire); }
+  bool SingleServer() const override { return single_.load(std::memory_order_acquire); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -33,6 +33,7 @@ class OsCondVar : public SyncPort::CondVar {
     lock.release();
   }
   void NotifyAll() override { cv_.notify_all(); }
+  void NotifyOne() override { cv_.notify_one(); }
 
  private:
   std::condition_variable cv_;

@@ -38,6 +38,8 @@ class SyncPort {
     // simulator) if no NotifyAll came first.
     virtual void WaitFor(Mutex& m, std::chrono::milliseconds timeout) = 0;
     virtual void NotifyAll() = 0;
+    // Wakes at least one waiter (the default wakes them all: waits may return spuriously).
+    virtual void NotifyOne() { NotifyAll(); }
   };
 
   virtual ~SyncPort() = default;
