@@ -197,6 +197,7 @@ class Consumer::Impl : public client::ConsumerPorts {
     // returned), so nothing is waiting on these any more.
     redis_->Stop();
     http_.Stop();
+    platform_->CloseRequests();  // the coordinator connections kept alive between requests
     pool_.Stop();
     Lock lock(*mu_);
     joined_ = true;
@@ -299,10 +300,7 @@ class Consumer::Impl : public client::ConsumerPorts {
     stopping.swap(stopping_);
     const bool save = pending_save_ && !(*pending_save_ == saved_) && options_.version_store;
     const bool wake = runtime_->NextWakeupMs() < timer_wake_at_ || runtime_->exited();
-    if (wake) {
-      poked_ = true;
-      cv_->NotifyAll();
-    }
+    if (wake) cv_->NotifyAll();
     const bool events = !outbox_.empty();
     lock.unlock();
     for (const auto& [reader, abandon] : stopping) {
@@ -342,19 +340,20 @@ class Consumer::Impl : public client::ConsumerPorts {
   }
 
   // Delivers queued events in the order they were queued; the hook runs without mu_.
+  // The two buffers swap, so both keep their capacity (no allocation per batch of events).
   void Emit() {
     Lock emit_lock(*emit_mu_);
-    std::vector<ConsumerEvent> events;
     {
       Lock lock(*mu_);
-      events.swap(outbox_);
+      emitting_.swap(outbox_);
     }
-    for (const ConsumerEvent& e : events) {
+    for (const ConsumerEvent& e : emitting_) {
       try {
         options_.on_event(e);
       } catch (...) {  // NOLINT(bugprone-empty-catch): documented as swallowed
       }
     }
+    emitting_.clear();
   }
 
   // The timer thread: starts the runtime, runs its timers, asks it to shut down, and ends
@@ -383,7 +382,6 @@ class Consumer::Impl : public client::ConsumerPorts {
       // due (a poke, a stop, or none: waits may end early) goes round the loop again.
       const TimeMs wake = runtime_->NextWakeupMs();
       timer_wake_at_ = wake;
-      poked_ = false;
       const TimeMs wait = std::clamp<TimeMs>(wake - platform_->NowMs(false), 1, 1000);
       if (!(stop_requested_ && !shutdown_asked) && !runtime_->exited()) {
         cv_->WaitFor(*mu_, std::chrono::milliseconds(wait));
@@ -411,14 +409,14 @@ class Consumer::Impl : public client::ConsumerPorts {
   bool stopped_ = false;                              // guarded by mu_
   bool joined_ = false;                               // guarded by mu_
   TimeMs timer_wake_at_ = 0;                          // guarded by mu_
-  bool poked_ = false;  // guarded by mu_: the runtime wants the timer thread earlier
-  std::vector<std::pair<uint64_t, bool>> stopping_;  // guarded by mu_: (reader, abandon)
-  std::optional<ObservedVersion> pending_save_;      // guarded by mu_
-  ObservedVersion saved_;                            // guarded by mu_
+  std::vector<std::pair<uint64_t, bool>> stopping_;   // guarded by mu_: (reader, abandon)
+  std::optional<ObservedVersion> pending_save_;       // guarded by mu_
+  ObservedVersion saved_;                             // guarded by mu_
   // Held by the one thread saving (SaveLatest); taken before mu_.
   const std::unique_ptr<SyncPort::Mutex> save_mu_;
   std::vector<ConsumerEvent> outbox_;               // guarded by mu_
   const std::unique_ptr<SyncPort::Mutex> emit_mu_;  // orders event delivery
+  std::vector<ConsumerEvent> emitting_;             // guarded by emit_mu_
 
   const std::unique_ptr<client::ReaderPort> redis_;
   client::HandlerPool pool_;

@@ -14,7 +14,7 @@ HandlerPool::HandlerPool(int max_threads, Platform& platform)
 
 HandlerPool::~HandlerPool() { Stop(); }
 
-HandlerPool::Worker* HandlerPool::WorkerLocked() {
+HandlerPool::Worker* HandlerPool::WorkerLocked() const {
   const void* me = platform_.CurrentThread();
   for (const std::unique_ptr<Worker>& w : workers_) {
     if (w->id != nullptr && w->id == me) return w.get();
@@ -24,7 +24,7 @@ HandlerPool::Worker* HandlerPool::WorkerLocked() {
 
 bool HandlerPool::InWorker() const {
   std::lock_guard<SyncPort::Mutex> lock(*mu_);
-  const Worker* w = const_cast<HandlerPool*>(this)->WorkerLocked();
+  const Worker* w = WorkerLocked();
   return w != nullptr && w->next != nullptr;
 }
 
@@ -38,9 +38,11 @@ void HandlerPool::Submit(uint64_t token, std::function<void()> task) {
   queue_.push_back(Task{token, std::move(task)});
   // A thread more only when none is idle: a consumer with a fast handler keeps few.
   if (idle_ < static_cast<int>(queue_.size()) && static_cast<int>(workers_.size()) < max_threads_) {
-    workers_.push_back(std::make_unique<Worker>());
-    Worker* w = workers_.back().get();
-    w->thread = platform_.StartThread("rsc-handler", [this, w] { Work(w); });
+    // Listed only once its thread runs: a start that throws leaves no worker without one.
+    auto w = std::make_unique<Worker>();
+    Worker* raw = w.get();
+    w->thread = platform_.StartThread("rsc-handler", [this, raw] { Work(raw); });
+    workers_.push_back(std::move(w));
     return;
   }
   cv_->NotifyOne();

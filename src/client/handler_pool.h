@@ -58,7 +58,7 @@ class HandlerPool {
     std::function<void()>* next = nullptr;
   };
   void Work(Worker* me);
-  Worker* WorkerLocked();  // the caller's Worker, or nullptr
+  Worker* WorkerLocked() const;  // the caller's Worker, or nullptr
 
   const int max_threads_;
   Platform& platform_;

@@ -62,6 +62,8 @@ class Platform {
   // timeout; status 0: no answer (`error` says why; a request without an answer may have
   // been applied, C6).
   virtual HttpOutcome Request(const HttpCall& call) = 0;
+  // Closes the connections kept alive between requests (the next request opens one again).
+  virtual void CloseRequests() {}
   // How endpoint `endpoint` is named in messages and metrics.
   virtual std::string EndpointName(int endpoint) const = 0;
   // Opens the Redis executor (one server, or a cluster's masters); a failure is returned and

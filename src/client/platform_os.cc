@@ -53,6 +53,10 @@ HttpOutcome OsPlatform::Request(const HttpCall& call) {
   return HttpOutcome{reply.status, reply.body, reply.error, t.endpoint().ToString()};
 }
 
+void OsPlatform::CloseRequests() {
+  for (const std::unique_ptr<HttpTransport>& t : transports_) t->Close();
+}
+
 std::string OsPlatform::EndpointName(int endpoint) const {
   return transports_[static_cast<size_t>(endpoint)]->endpoint().ToString();
 }

@@ -32,6 +32,7 @@ class OsPlatform : public Platform {
   double Random() override;
   std::unique_ptr<Thread> StartThread(const char* name, std::function<void()> body) override;
   HttpOutcome Request(const HttpCall& call) override;
+  void CloseRequests() override;
   std::string EndpointName(int endpoint) const override;
   Result<std::unique_ptr<redis::Executor>> OpenRedis() override;
   std::unique_ptr<ReaderPort> OpenReaders(ReaderPort::Answers answers) override;
