@@ -2,7 +2,8 @@
 # Installs the Debian packages the project needs, only when missing (ENGINEERING §2).
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git iproute2 util-linux curl
-      libboost1.81-dev libboost-json1.81-dev libhiredis-dev redis-server redis-tools
+      libboost1.81-dev libboost-json1.81-dev libboost-context1.81-dev libhiredis-dev
+      redis-server redis-tools
       prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev librapidcheck-dev
       libgtest-dev libgmock-dev googletest libbenchmark-dev clang-format libxxhash-dev
       jq  # jq: bench/run.sh assembles its table and JSON

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 
 #include "core/check.h"
 
@@ -26,6 +27,21 @@ thread_local Fiber* t_current = nullptr;
 // touched at most 16 KiB of it over 40 seeds (resident pages by mincore, 2026-12-05); a thread
 // had 8 MiB.
 constexpr size_t kStackSize = size_t{1} << 20;
+
+#ifndef RSC_FIBER_UCONTEXT
+// Hands Boost.Context the stack the Fiber mapped (and unmaps itself).
+struct MappedStack {
+  char* base;
+  size_t size;
+  boost::context::stack_context allocate() {
+    boost::context::stack_context sc;
+    sc.size = size;
+    sc.sp = base + size;  // stacks grow down
+    return sc;
+  }
+  void deallocate(boost::context::stack_context& /*sc*/) noexcept {}
+};
+#endif
 }  // namespace
 
 Fiber* Fiber::Current() { return t_current; }
@@ -39,14 +55,22 @@ Fiber::Fiber(std::function<void()> body) : body_(std::move(body)) {
   mapping_ = static_cast<char*>(mem);
   // An overflow faults on the guard page instead of writing over another mapping.
   RSC_CHECK(mprotect(mapping_, page, PROT_NONE) == 0);
+  stack_ = mapping_ + page;
+  stack_size_ = kStackSize;
+#ifdef RSC_FIBER_UCONTEXT
   RSC_CHECK(getcontext(&fiber_ctx_) == 0);
-  fiber_ctx_.uc_stack.ss_sp = mapping_ + page;
-  fiber_ctx_.uc_stack.ss_size = kStackSize;
+  fiber_ctx_.uc_stack.ss_sp = stack_;
+  fiber_ctx_.uc_stack.ss_size = stack_size_;
   fiber_ctx_.uc_link = nullptr;  // Entry never returns: it switches back itself
   // makecontext passes int arguments only: the pointer goes in two halves.
   const auto self = reinterpret_cast<uintptr_t>(this);
   makecontext(&fiber_ctx_, reinterpret_cast<void (*)()>(&Fiber::Entry), 2,
               static_cast<unsigned>(self >> 32), static_cast<unsigned>(self & 0xffffffffu));
+#else
+  fiber_ = boost::context::fiber(
+      std::allocator_arg, MappedStack{stack_, stack_size_},
+      [this](boost::context::fiber&& scheduler) { return Entry(std::move(scheduler)); });
+#endif
 #ifdef RSC_FIBER_TSAN
   tsan_fiber_ = __tsan_create_fiber(0);
 #endif
@@ -60,6 +84,7 @@ Fiber::~Fiber() {
   munmap(mapping_, mapping_size_);
 }
 
+#ifdef RSC_FIBER_UCONTEXT
 void Fiber::Entry(unsigned hi, unsigned lo) noexcept {
   auto* self = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
 #ifdef RSC_FIBER_ASAN
@@ -77,6 +102,14 @@ void Fiber::Entry(unsigned hi, unsigned lo) noexcept {
   setcontext(&self->scheduler_ctx_);
   std::abort();  // setcontext returns only on failure
 }
+#else
+boost::context::fiber Fiber::Entry(boost::context::fiber&& scheduler) {
+  scheduler_ = std::move(scheduler);
+  body_();
+  finished_ = true;
+  return std::move(scheduler_);  // Boost.Context switches there and frees nothing of ours
+}
+#endif
 
 void Fiber::Resume() {
   RSC_CHECK(!finished_ && !running_);
@@ -88,10 +121,13 @@ void Fiber::Resume() {
   __tsan_switch_to_fiber(tsan_fiber_, 0);
 #endif
 #ifdef RSC_FIBER_ASAN
-  __sanitizer_start_switch_fiber(&scheduler_fake_, fiber_ctx_.uc_stack.ss_sp,
-                                 fiber_ctx_.uc_stack.ss_size);
+  __sanitizer_start_switch_fiber(&scheduler_fake_, stack_, stack_size_);
 #endif
+#ifdef RSC_FIBER_UCONTEXT
   RSC_CHECK(swapcontext(&scheduler_ctx_, &fiber_ctx_) == 0);
+#else
+  fiber_ = std::move(fiber_).resume();          // returns when it yields (or ends: then empty)
+#endif
 #ifdef RSC_FIBER_ASAN
   __sanitizer_finish_switch_fiber(scheduler_fake_, nullptr, nullptr);
 #endif
@@ -107,7 +143,11 @@ void Fiber::Yield() {
 #ifdef RSC_FIBER_ASAN
   __sanitizer_start_switch_fiber(&fiber_fake_, scheduler_stack_, scheduler_stack_size_);
 #endif
+#ifdef RSC_FIBER_UCONTEXT
   RSC_CHECK(swapcontext(&fiber_ctx_, &scheduler_ctx_) == 0);
+#else
+  scheduler_ = std::move(scheduler_).resume();  // returns when the scheduler resumes us
+#endif
 #ifdef RSC_FIBER_ASAN
   __sanitizer_finish_switch_fiber(fiber_fake_, &scheduler_stack_, &scheduler_stack_size_);
 #endif

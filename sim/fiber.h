@@ -9,12 +9,18 @@
 // ends; Yield() switches back. Everything runs on the scheduler's thread, one at a time, so
 // the run is as deterministic as plain single-threaded code.
 //
-// How: glibc's ucontext (getcontext/makecontext/swapcontext), which is in the C library we
-// link anyway. Fibers used to be threads handing control over through a condition variable;
-// each switch then cost two futex calls and a trip through the kernel's scheduler, a quarter
-// of rsc-sim's time (measured with perf). A switch is now a register save and restore. The
-// switches are announced to AddressSanitizer and ThreadSanitizer (their fiber interfaces);
-// checked under the asan preset and, for the switch code alone, under TSan (docs/testing.md).
+// How: Boost.Context (`boost::context::fiber`, its assembly fcontext switch) on a stack we map
+// ourselves (a guard page below it). Fibers used to be threads handing control over through a
+// condition variable (two futex calls and a trip through the kernel's scheduler per switch, a
+// quarter of rsc-sim's time), then glibc's ucontext, whose swapcontext makes a system call
+// per switch to save the signal mask (3.6% of rsc-sim's time once the consumer's threads
+// became fibers, measured with perf); a switch is now a register save and restore in user
+// space. Under AddressSanitizer or ThreadSanitizer the switch is glibc's ucontext again: their
+// fiber interfaces need a notice right before and right after every switch, and Boost's
+// fcontext runs code of its own on the fiber's stack at its creation and after its body
+// returned, where no notice can go (Boost.Context itself requires its ucontext backend for
+// ASan). The switches are announced to both sanitizers; checked under the asan preset and,
+// for the switch code alone, under TSan (docs/testing.md).
 //
 // Rules: only the scheduler calls Resume(); only the fiber calls Yield(). A fiber body must
 // not block on anything but Yield() (a std::mutex held by a parked fiber would deadlock the
@@ -22,10 +28,15 @@
 // (GroupService's through sim/fiber_sync.h). An exception must not leave the body (it ends
 // the process, as it did on a thread). The destructor requires the body to have finished.
 
-#include <ucontext.h>
-
 #include <cstddef>
 #include <functional>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#include <ucontext.h>
+#define RSC_FIBER_UCONTEXT 1
+#else
+#include <boost/context/fiber.hpp>
+#endif
 
 namespace rsc::sim {
 
@@ -46,13 +57,20 @@ class Fiber {
   static Fiber* Current();
 
  private:
-  static void Entry(unsigned hi, unsigned lo) noexcept;
-
   std::function<void()> body_;
   char* mapping_ = nullptr;  // mmap'd: a guard page, then the stack
   size_t mapping_size_ = 0;
+  char* stack_ = nullptr;  // the stack's lowest address (above the guard page)
+  size_t stack_size_ = 0;
+#ifdef RSC_FIBER_UCONTEXT
+  static void Entry(unsigned hi, unsigned lo) noexcept;
   ucontext_t fiber_ctx_{};
   ucontext_t scheduler_ctx_{};
+#else
+  boost::context::fiber Entry(boost::context::fiber&& scheduler);
+  boost::context::fiber fiber_;      // the fiber where it stopped (empty while it runs)
+  boost::context::fiber scheduler_;  // the scheduler where it resumed us (while it runs)
+#endif
   Fiber* scheduler_current_ = nullptr;  // Current() on the scheduler while the fiber runs
   bool running_ = false;
   bool finished_ = false;

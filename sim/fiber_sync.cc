@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "sim/fiber_group.h"
 
 namespace rsc::sim {
 
@@ -20,10 +21,16 @@ Fiber& Me() {
 void FiberSync::Park() { Me().Yield(); }
 
 void FiberSync::WakeLater(Fiber* f) {
+  if (group_ != nullptr) {
+    group_->Wake(f);
+    return;
+  }
   world_.After(0, [f] {
     if (!f->finished()) f->Resume();
   });
 }
+
+bool FiberSync::tearing_down() const { return group_ != nullptr && group_->tearing_down(); }
 
 class FiberSync::FiberMutex : public SyncPort::Mutex {
  public:
@@ -76,8 +83,13 @@ class FiberSync::FiberMutex : public SyncPort::Mutex {
 
 class FiberSync::FiberCondVar : public SyncPort::CondVar {
  public:
-  explicit FiberCondVar(FiberSync& sync) : sync_(sync), waiters_(std::make_shared<Waiters>()) {}
-  ~FiberCondVar() override { RSC_CHECK(waiters_->empty()); }
+  explicit FiberCondVar(FiberSync& sync) : sync_(sync), waiters_(std::make_shared<Waiters>()) {
+    sync_.condvars_.push_back(this);
+  }
+  ~FiberCondVar() override {
+    RSC_CHECK(waiters_->empty());
+    std::erase(sync_.condvars_, this);
+  }
 
   void Wait(SyncPort::Mutex& m) override { WaitUntil(m, std::nullopt); }
   void WaitFor(SyncPort::Mutex& m, std::chrono::milliseconds timeout) override {
@@ -87,11 +99,29 @@ class FiberSync::FiberCondVar : public SyncPort::CondVar {
     for (const Waiter& w : *waiters_) sync_.WakeLater(w.fiber);
     waiters_->clear();
   }
+  void NotifyOne() override {  // the longest waiting
+    if (waiters_->empty()) return;
+    sync_.WakeLater(waiters_->front().fiber);
+    waiters_->pop_front();
+  }
+  // Ends every timed wait now (FiberSync::EndTimedWaits).
+  void EndTimed() {
+    for (auto it = waiters_->begin(); it != waiters_->end();) {
+      if (!it->timed) {
+        ++it;
+        continue;
+      }
+      sync_.WakeLater(it->fiber);
+      it = waiters_->erase(it);
+    }
+  }
 
  private:
+  friend class FiberSync;
   struct Waiter {
     Fiber* fiber;
     uint64_t seq;  // this wait (a timer finds only the wait that armed it)
+    bool timed;
   };
   using Waiters = std::deque<Waiter>;
 
@@ -99,8 +129,14 @@ class FiberSync::FiberCondVar : public SyncPort::CondVar {
   // would; it holds the list weakly, so a timer outliving the condition variable finds nothing.
   void WaitUntil(SyncPort::Mutex& m, std::optional<TimeMs> timeout) {
     Fiber* me = &Me();
+    if (sync_.tearing_down()) {  // RunToEnd resumes every fiber: the wait ends early
+      m.unlock();
+      Park();
+      m.lock();
+      return;
+    }
     const uint64_t seq = ++seq_;
-    waiters_->push_back({me, seq});
+    waiters_->push_back({me, seq, timeout.has_value()});
     if (timeout) {
       std::weak_ptr<Waiters> weak = waiters_;
       FiberSync& sync = sync_;
@@ -121,7 +157,10 @@ class FiberSync::FiberCondVar : public SyncPort::CondVar {
       return std::any_of(waiters_->begin(), waiters_->end(),
                          [&](const Waiter& w) { return w.seq == seq; });
     };
-    while (waiting()) Park();
+    while (waiting() && !sync_.tearing_down()) Park();
+    if (waiting()) {  // the teardown began while it waited
+      std::erase_if(*waiters_, [&](const Waiter& w) { return w.seq == seq; });
+    }
     m.lock();
   }
 
@@ -129,6 +168,10 @@ class FiberSync::FiberCondVar : public SyncPort::CondVar {
   std::shared_ptr<Waiters> waiters_;
   uint64_t seq_ = 0;
 };
+
+void FiberSync::EndTimedWaits() {
+  for (FiberCondVar* cv : condvars_) cv->EndTimed();
+}
 
 std::unique_ptr<SyncPort::Mutex> FiberSync::NewMutex() {
   return std::make_unique<FiberMutex>(*this);

@@ -19,6 +19,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "core/sync.h"
 #include "sim/fiber.h"
@@ -26,11 +27,15 @@
 
 namespace rsc::sim {
 
+class FiberGroup;
+
 class FiberSync : public SyncPort {
  public:
-  // `contended_probe`: hit when a lock finds its mutex held (nullptr: none).
-  FiberSync(World& world, const char* contended_probe)
-      : world_(world), contended_probe_(contended_probe) {}
+  // `contended_probe`: hit when a lock finds its mutex held (nullptr: none). `group`: the
+  // process's fibers (sim/fiber_group.h), whose wakes a frozen process does not get and whose
+  // waits end early while it tears down; nullptr: fibers resumed by events only.
+  FiberSync(World& world, const char* contended_probe, FiberGroup* group = nullptr)
+      : world_(world), contended_probe_(contended_probe), group_(group) {}
   std::unique_ptr<Mutex> NewMutex() override;
   std::unique_ptr<CondVar> NewCondVar() override;
 
@@ -38,15 +43,23 @@ class FiberSync : public SyncPort {
   static void Park();
   // Resumes `f` from an event at the current time, unless it has finished by then.
   void WakeLater(Fiber* f);
+  // The process's local clock jumped forward: every timed wait ends now, as on a steady clock
+  // a wait_for whose deadline the jump passed would (the waiter re-reads the clock; a wait
+  // that ends early is allowed by the contract).
+  void EndTimedWaits();
 
   World& world() { return world_; }
   const char* contended_probe() const { return contended_probe_; }
+  bool tearing_down() const;
 
  private:
   class FiberMutex;
   class FiberCondVar;
   World& world_;
   const char* contended_probe_;
+  FiberGroup* group_;
+  // Alive ones, in the order they were made (EndTimedWaits wakes in a replayable order).
+  std::vector<FiberCondVar*> condvars_;
 };
 
 }  // namespace rsc::sim

@@ -5,7 +5,8 @@
 #include <limits>
 
 #include "client/client_options.h"
-#include "client/client_status.h"
+#include "client/consumer_factory.h"
+#include "client/platform.h"
 #include "core/check.h"
 #include "core/protocol_json.h"
 
@@ -13,10 +14,13 @@ namespace rsc::sim {
 
 namespace {
 
+constexpr TimeMs kDayMs = 86'400'000;
+
 // The options a simulated consumer process is configured with, written as an application
-// writes them (include/rsc/consumer.h). The library's own checks pass them and its
-// derivations make the runtime's options (client/client_options.h), as in Consumer::Create.
-ConsumerOptions OptionsOf(const ConsumerParams& p, const ConsumerSlot& slot) {
+// writes them (include/rsc/consumer.h); the library checks them and derives the runtime's
+// options from them (ConsumerAccess::Create), as in Consumer::Create.
+ConsumerOptions OptionsOf(const ConsumerParams& p, const ConsumerSlot& slot,
+                          std::shared_ptr<VersionStore> store) {
   using std::chrono::milliseconds;
   ConsumerOptions o;
   o.coordinator_endpoints = SimCoordinatorEndpoints(p.endpoint_count);
@@ -30,10 +34,8 @@ ConsumerOptions OptionsOf(const ConsumerParams& p, const ConsumerSlot& slot) {
   o.backoff_initial = milliseconds(p.backoff_initial_ms);
   o.backoff_max = milliseconds(p.backoff_max_ms);
   o.shutdown_timeout = milliseconds(p.shutdown_timeout_ms);
-  o.on_event = [](const ConsumerEvent&) {};  // events reach the port's Observe
-  client::CheckedEndpoints checked;
-  const std::optional<std::string> error = client::CheckConsumerOptions(o, true, &checked);
-  RequireValidOptions(error, "consumer");
+  o.version_store = std::move(store);
+  o.on_event = [](const ConsumerEvent&) {};  // the history is recorded from the seams
   return o;
 }
 
@@ -46,40 +48,216 @@ std::string FieldOf(const StreamFields& fields, std::string_view name) {
 
 }  // namespace
 
+// ── the platform ──────────────────────────────────────────────────────────────────────
+
+class SimConsumer::Store : public VersionStore {
+ public:
+  explicit Store(SimConsumer& c) : c_(c) {}
+  bool Load(const std::string& /*stream*/, const std::string& /*group*/, ObservedVersion* out,
+            std::string* /*error*/) override {
+    *out = c_.slot_.stored;
+    return true;
+  }
+  bool Save(const std::string& /*stream*/, const std::string& /*group*/,
+            const ObservedVersion& version, std::string* error) override {
+    if (c_.dead_) {
+      *error = "the process died";
+      return false;
+    }
+    c_.slot_.stored = version;
+    return true;
+  }
+
+ private:
+  SimConsumer& c_;
+};
+
+// The reader connections: SimReaderNode, which answers through SimConsumer::OnReaderAnswers.
+// A dead process's commands are owed an answer (kTransport) that the teardown delivers.
+class SimConsumer::Readers : public client::ReaderPort {
+ public:
+  Readers(SimConsumer& c, Answers answers) : c_(c), answers_(std::move(answers)) {}
+  ~Readers() override { c_.readers_ = nullptr; }
+
+  void Start() override {}
+  void Stop() override { c_.node_.Stop(); }
+  void Submit(uint64_t token, const client::ReaderCoreConfig& config,
+              const client::ReaderCommand& command) override {
+    if (c_.dead_) return;  // its connections are closed: answered by the teardown
+    if (c_.own_checked_.erase(token) > 0 &&
+        command.kind == client::ReaderCommandKind::kCreateGroup) {
+      c_.env_.world().probes().Hit("own_late_read_reclaimed");
+    }
+    ReaderNote& port = c_.ports_[token];
+    port.kind = command.kind;
+    port.checks = command.kind == client::ReaderCommandKind::kCheckForeign ||
+                  (command.kind == client::ReaderCommandKind::kReadLive && command.check_foreign);
+    c_.node_.Submit(token, config, command);
+  }
+  void Cancel(uint64_t token, bool now) override {
+    if (!c_.dead_) c_.node_.Cancel(token, now);
+  }
+  client::ReaderRedisStats Stats() const override { return c_.node_.Stats(); }
+  bool SingleServer() const override { return c_.p_.pipelined; }
+
+  void Deliver(std::vector<client::ReaderAnswer>& answers) { answers_(answers); }
+  // The teardown: every command still in flight fails (its connection closed).
+  void FailInFlight() {
+    std::vector<client::ReaderAnswer> answers;
+    for (const client::ReaderInfo& r : c_.runtime().Readers()) {
+      if (!r.command_in_flight) continue;
+      answers.push_back(client::ReaderAnswer{
+          r.id,
+          client::ReaderReply::Error(client::ReaderReply::Kind::kTransport, "the process died")});
+    }
+    if (!answers.empty()) Deliver(answers);
+  }
+
+ private:
+  SimConsumer& c_;
+  const Answers answers_;
+};
+
+class SimConsumer::Platform : public client::Platform {
+ public:
+  explicit Platform(SimConsumer& c) : c_(c) {}
+
+  SyncPort& Sync() override { return c_.sync_; }
+  TimeMs NowMs(bool /*round_up*/) override { return c_.ClockRead(); }
+  int64_t NowUs() override { return c_.ClockRead() * 1000; }
+  double Random() override { return c_.env_.world().rng().Unit(); }
+  std::unique_ptr<Thread> StartThread(const char* /*name*/, std::function<void()> body) override {
+    return c_.fibers_.StartThread(std::move(body));
+  }
+  const void* CurrentThread() override { return Fiber::Current(); }
+
+  // One exchange over the simulated network, bounded by the client's timeout: the first of
+  // the answer (a duplicate is ignored) and the timeout wins.
+  client::HttpOutcome Request(const client::HttpCall& call) override {
+    const std::string where = EndpointName(call.endpoint);
+    if (c_.dead_) {
+      if (c_.fibers_.tearing_down()) c_.fibers_.YieldOnce();
+      return client::HttpOutcome{0, "", "the process died", where};
+    }
+    World& w = c_.env_.world();
+    const bool heartbeat = call.method == "POST";
+    if (heartbeat) c_.heartbeat_sent_ = w.now();
+    HttpRequest req;
+    req.method = call.method;
+    req.target = call.target;
+    req.body = call.body;
+    auto done = std::make_shared<bool>(false);
+    auto outcome = std::make_shared<client::HttpOutcome>();
+    Fiber* me = Fiber::Current();
+    SimConsumer& c = c_;
+    auto finish = [&c, me, done, outcome](client::HttpOutcome o) {
+      if (*done) return;
+      *done = true;
+      *outcome = std::move(o);
+      c.fibers_.Wake(me);
+    };
+    c_.env_.SendHttp(
+        c_.slot_.node, c_.Endpoint(call.endpoint), std::move(req),
+        [finish, where](const HttpResponse& resp) {
+          finish(client::HttpOutcome{resp.status, resp.body,
+                                     resp.status == 0 ? "connection failed" : "", where});
+        });
+    // Also after a clean exit (a leave still in flight when the shutdown gave up): Stop()
+    // joins this thread, which returns by the timeout as in production. A crashed process's
+    // fiber is not resumed by it (frozen).
+    w.After(c_.p_.http_timeout_ms, [&c, finish, done, heartbeat, where] {
+      if (*done) return;
+      if (heartbeat && !c.dead_) c.env_.world().probes().Hit("heartbeat_timed_out");
+      finish(client::HttpOutcome{0, "", "timed out", where});
+    });
+    c_.fibers_.ParkUntil(done);
+    if (!*done) return client::HttpOutcome{0, "", "the process died", where};
+    return *outcome;
+  }
+  std::string EndpointName(int endpoint) const override {
+    return fmt::format("coordinator-{}", c_.Endpoint(endpoint));
+  }
+  Result<std::unique_ptr<redis::Executor>> OpenRedis() override {
+    return MakeError(ErrorCode::kInternal, "a consumer opens reader connections only");
+  }
+  std::unique_ptr<client::ReaderPort> OpenReaders(client::ReaderPort::Answers answers) override {
+    auto readers = std::make_unique<Readers>(c_, std::move(answers));
+    c_.readers_ = readers.get();
+    return readers;
+  }
+  std::string NewMemberId() override { return c_.member_; }
+  uint64_t NewSeed() override { return c_.env_.world().rng().Seed(); }
+
+  void BeforeAnswer(HeartbeatResponse& answer, TimeMs sent_ms) override {
+    World& w = c_.env_.world();
+    w.mutant().OnHeartbeatAnswer(answer, c_.GlobalUs(sent_ms) / 1000, w.now());
+  }
+  std::unique_ptr<client::ReaderCore> MakeReader(client::ReaderCoreConfig config,
+                                                 client::ReaderContext* context,
+                                                 client::DeliveryStats* stats,
+                                                 bool has_predecessor) override {
+    return c_.env_.world().mutant().MakeReader(std::move(config), context, stats, has_predecessor);
+  }
+  void ReaderStopping(const client::ConsumerRuntime& runtime, uint64_t reader, bool abandon,
+                      client::AbandonCause cause) override {
+    c_.OnReaderStopping(runtime, reader, abandon, cause);
+  }
+  void ObserveConsumer(const client::ConsumerRuntime& runtime, uint64_t reader,
+                       const ConsumerEvent& event) override {
+    c_.Observe(runtime, reader, event);
+  }
+  void AfterInput(const client::ConsumerRuntime& runtime) override { c_.AfterInput(runtime); }
+
+ private:
+  SimConsumer& c_;
+};
+
+// ── the process ───────────────────────────────────────────────────────────────────────
+
 SimConsumer::SimConsumer(Services& env, const ConsumerParams& params, ConsumerSlot& slot)
     : env_(env),
       p_(params),
       slot_(slot),
       name_(fmt::format("{}#{}", slot.node, ++slot.incarnations)),
       member_(fmt::format("c{}-{}", slot.index, slot.incarnations)),
+      fibers_(env.world()),
+      sync_(env.world(), nullptr, &fibers_),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
-      options_(OptionsOf(params, slot)),
-      runtime_(client::ConsumerRuntimeOptionsOf(options_, member_),
-               client::ConsumerCoreOptionsOf(options_, member_, params.endpoint_count,
-                                             slot.version_store ? slot.stored : ObservedVersion{},
-                                             env.world().rng().Seed()),
-               this, &stats_),
       node_(env, slot.node,
             [this](std::vector<client::ReaderAnswer>& answers) { OnReaderAnswers(answers); }) {
   node_.set_skip_takeover(env.world().mutant().SkipsTakeover());
+  auto store = slot.version_store ? std::make_shared<Store>(*this) : nullptr;
+  ConsumerResult<std::unique_ptr<Consumer>> made = client::ConsumerAccess::Create(
+      OptionsOf(params, slot, std::move(store)),
+      [this](const Message& m) { return HandleMessage(m); },
+      [this](const ConsumerOptions&, client::CheckedEndpoints) {
+        return std::make_unique<Platform>(*this);
+      });
+  RequireValidOptions(made.ok() ? std::nullopt : std::optional<std::string>(made.error().message),
+                      "consumer");
+  consumer_ = std::move(made).value();
+}
+
+SimConsumer::~SimConsumer() {
+  dead_ = true;
+  fibers_.Freeze();
+  if (consumer_) fibers_.Spawn([this] { consumer_->Stop(); });
+  fibers_.RunToEnd([this] {
+    if (readers_ != nullptr) readers_->FailInFlight();
+  });
+  consumer_.reset();
+}
+
+const client::ConsumerRuntime& SimConsumer::runtime() const {
+  return client::ConsumerAccess::Runtime(*consumer_);
 }
 
 TimeMs SimConsumer::LocalNow() const { return env_.world().now() + offset_; }
 
-ConsumerStatus SimConsumer::Status() const {
-  return client::ConsumerStatusOf(
-      options_, runtime_, stats_, LocalNow(),
-      client::ConsumerPortFacts{
-          .started = true,
-          .stopped = dead_ || runtime_.exited(),
-          .member_id = member_,
-          .coordinator_endpoint = fmt::format("coordinator-{}", Endpoint(runtime_.endpoint())),
-          .threads = 0,  // one simulated process: no threads of its own
-          .redis_connections = 2,
-      });
+TimeMs SimConsumer::ClockRead() {
+  if (fibers_.tearing_down()) teardown_ms_ += kDayMs;
+  return LocalNow() + teardown_ms_;
 }
-
-TimeMs SimConsumer::NowMs(bool /*round_up*/) { return LocalNow(); }
 
 int SimConsumer::Endpoint(int index) const {
   // Each process lists the coordinator endpoints in its own order (as a deployment that
@@ -99,12 +277,13 @@ void SimConsumer::Start() {
   HistEvent e = Event(HistKind::kStart);
   e.detail = slot_.instance_id;
   env_.world().Emit(std::move(e));
-  runtime_.Start();
+  consumer_->Start();
 }
 
 void SimConsumer::Crash(const std::string& why) {
   if (dead_) return;
   dead_ = true;
+  fibers_.Freeze();  // nothing of it runs any more (the teardown ends its fibers)
   env_.redis().DropBlockedReadsOf(member_);  // its connections close with it
   node_.Stop();  // and a read still on its way finds its connection closed
   HistEvent e = Event(HistKind::kCrash);
@@ -113,8 +292,9 @@ void SimConsumer::Crash(const std::string& why) {
 }
 
 void SimConsumer::Shutdown() {
-  if (dead_) return;
-  runtime_.Shutdown();
+  if (dead_ || stop_asked_) return;
+  stop_asked_ = true;
+  fibers_.Spawn([this] { consumer_->Stop(); });
 }
 
 void SimConsumer::JumpClock(TimeMs forward_ms) {
@@ -123,22 +303,64 @@ void SimConsumer::JumpClock(TimeMs forward_ms) {
   ++clock_jumps_;
   env_.world().Fault("skew",
                      fmt::format("{} monotonic clock jumps {} ms forward", name_, forward_ms));
-  runtime_.Tick();
+  sync_.EndTimedWaits();    // the timer thread's wait, on a steady clock, would end now
+  RecordLeases(runtime());  // the lease ends move in global time at once
 }
 
 std::vector<int32_t> SimConsumer::HeldShards() const {
   std::vector<int32_t> out;
-  for (const client::ReaderInfo& r : runtime_.Readers()) {
+  for (const client::ReaderInfo& r : runtime().Readers()) {
     if (r.acquired) out.push_back(r.shard);
   }
   return out;
 }
 
-// ── after each input: history and the timer ─────────────────────────────────────────
+// ── the application's handler ─────────────────────────────────────────────────────────
 
-void SimConsumer::AfterInput() {
+HandlerResult SimConsumer::HandleMessage(const Message& message) {
+  if (dead_) return HandlerResult::Ok();  // torn down: what it returns goes nowhere
+  World& w = env_.world();
+  ShardHandler& h = handlers_[message.shard];
+  h.running = true;
+  const std::string key = FieldOf(message.fields, "key");
+  const int64_t seq = std::stoll(FieldOf(message.fields, "seq"));
+  if (env_.CountDelivery(key, seq) > 0) w.probes().Hit("redelivery");
+  TimeMs d = w.rng().Uniform(p_.handler_min_ms, p_.handler_max_ms);
+  if (w.buggify().Fire("consumer.slow_handler", 0.02, w.rng())) d += w.rng().Uniform(20, 60);
+  // A handler that hangs for a while (a poison message, a stuck downstream): its shard
+  // drains past the member lease, and maybe past the rebalance timeout.
+  if (env_.in_fault_phase() && w.buggify().Fire("consumer.hung_handler", 0.002, w.rng())) {
+    w.probes().Hit("handler_hung");
+    d += w.rng().Uniform(p_.member_lease_ms, p_.member_lease_ms + p_.rebalance_timeout_ms);
+  }
+  h.hang_until = 0;
+  if (h.hang_in_drain) {
+    for (const client::ReaderInfo& r : runtime().Readers()) {
+      if (r.shard != message.shard || !r.draining || r.abandoned) continue;
+      h.hang_in_drain = false;
+      h.hang_until = w.now() + StuckForMs();
+    }
+  }
+  fibers_.Sleep(d);
+  // Hung when its shard was asked to drain: returns no earlier than that.
+  while (!dead_ && handlers_[message.shard].hang_until > w.now()) {
+    fibers_.Sleep(handlers_[message.shard].hang_until - w.now());
+  }
+  handlers_[message.shard].running = false;
+  return HandlerResult::Ok();
+}
+
+TimeMs SimConsumer::StuckForMs() {
+  World& w = env_.world();
+  w.probes().Hit("handler_hung");
+  return p_.rebalance_timeout_ms + w.rng().Uniform(p_.member_lease_ms / 2, 2 * p_.member_lease_ms);
+}
+
+// ── after each input: history ───────────────────────────────────────────────────────────
+
+void SimConsumer::AfterInput(const client::ConsumerRuntime& runtime) {
   if (dead_) return;
-  if (runtime_.exited()) {
+  if (runtime.exited()) {
     // Left (or gave up) and every reader finished: running handlers and commands were
     // waited for, as Stop() joins them.
     dead_ = true;
@@ -146,8 +368,7 @@ void SimConsumer::AfterInput() {
     env_.world().Emit(Event(HistKind::kStop));
     return;
   }
-  RecordLeases();
-  ArmTimer();
+  RecordLeases(runtime);
 }
 
 // Per window rather than member-wide (shard -1): a window whose work is being abandoned
@@ -156,18 +377,18 @@ void SimConsumer::AfterInput() {
 // after a rollback, clear its mark (sim/checkers.h). A shard taken from us (C8) has its own
 // lease, which renewals do not extend. A lease that was dropped (UNKNOWN_MEMBER_ID/FENCED)
 // ended now at the latest; a negative lease end would read as "unbounded".
-void SimConsumer::RecordLeases() {
+void SimConsumer::RecordLeases(const client::ConsumerRuntime& runtime) {
   const int64_t now_us = env_.world().now() * 1000;
-  if (const std::optional<TimeMs> end = runtime_.core().lease_end()) {
+  if (const std::optional<TimeMs> end = runtime.core().lease_end()) {
     last_lease_us_ = GlobalUs(*end);
   } else if (last_lease_us_ >= 0) {
     last_lease_us_ = std::min(last_lease_us_, now_us);
   }
   const int64_t current_us = last_lease_us_;
-  for (const client::ReaderInfo& r : runtime_.Readers()) {
+  for (const client::ReaderInfo& r : runtime.Readers()) {
     if (!r.acquired || r.abandoned) continue;
-    ReaderPort& port = ports_[r.id];
-    const auto own = runtime_.core().LeaseEndOf(r.shard);
+    ReaderNote& port = ports_[r.id];
+    const auto own = runtime.core().LeaseEndOf(r.shard);
     const int64_t us = own ? GlobalUs(*own) : current_us;
     if (us < 0 || us == port.lease_us) continue;
     port.lease_us = us;
@@ -178,122 +399,16 @@ void SimConsumer::RecordLeases() {
   }
 }
 
-void SimConsumer::ArmTimer() {
-  const TimeMs next = runtime_.NextWakeupMs();
-  if (next == std::numeric_limits<TimeMs>::max()) {
-    timer_at_.reset();
-    ++timer_gen_;
-    return;
-  }
-  World& w = env_.world();
-  const TimeMs at = std::max(w.now(), next - offset_);
-  if (timer_at_ && *timer_at_ == at) return;
-  timer_at_ = at;
-  const uint64_t gen = ++timer_gen_;
-  w.At(at, [this, gen] {
-    if (dead_ || gen != timer_gen_) return;
-    timer_at_.reset();
-    World& w = env_.world();
-    if (w.now() == same_ms_) {
-      RSC_CHECK(++same_ms_ticks_ < 10000);  // a runtime that never makes progress
-    } else {
-      same_ms_ = w.now();
-      same_ms_ticks_ = 0;
-    }
-    runtime_.Tick();
-  });
-}
-
-// ── HTTP: the simulated network, with the client's timeout ─────────────────────────
-
-void SimConsumer::Http(uint64_t call, const client::HttpCall& request) {
-  const bool heartbeat = request.method == "POST";
-  if (heartbeat) heartbeat_sent_ = env_.world().now();
-  HttpRequest req;
-  req.method = request.method;
-  req.target = request.target;
-  req.body = request.body;
-  const int slot = Endpoint(request.endpoint);
-  const std::string where = fmt::format("coordinator-{}", slot);
-  http_in_flight_.insert(call);
-  env_.SendHttp(slot_.node, slot, std::move(req), [this, call, where](const HttpResponse& resp) {
-    if (dead_ || http_in_flight_.erase(call) == 0) return;  // late: already timed out
-    runtime_.OnHttp(call, client::HttpOutcome{resp.status, resp.body,
-                                              resp.status == 0 ? "connection failed" : "", where});
-  });
-  env_.world().After(p_.http_timeout_ms, [this, call, heartbeat, where] {
-    if (dead_ || http_in_flight_.erase(call) == 0) return;
-    if (heartbeat) env_.world().probes().Hit("heartbeat_timed_out");
-    runtime_.OnHttp(call, client::HttpOutcome{0, "", "timed out", where});
-  });
-}
-
-void SimConsumer::BeforeAnswer(HeartbeatResponse& answer, TimeMs sent_ms) {
-  World& w = env_.world();
-  w.mutant().OnHeartbeatAnswer(answer, GlobalUs(sent_ms) / 1000, w.now());
-}
-
-void SimConsumer::SaveVersion(const ObservedVersion& version) {
-  if (slot_.version_store) slot_.stored = version;
-}
-
-// ── readers: commands against the simulated Redis, simulated handlers ──────────────
-
-std::unique_ptr<client::ReaderCore> SimConsumer::MakeReader(client::ReaderCoreConfig config,
-                                                            client::ReaderContext* context,
-                                                            client::DeliveryStats* stats,
-                                                            bool has_predecessor) {
-  return env_.world().mutant().MakeReader(std::move(config), context, stats, has_predecessor);
-}
-
-void SimConsumer::ReaderStopping(uint64_t reader, bool abandon, client::AbandonCause cause) {
-  World& w = env_.world();
-  const std::optional<client::ReaderInfo> r = runtime_.Reader(reader);
-  if (!r) return;
-  ReaderPort& port = ports_[reader];
-  // As consumer.cc: an abandoned reader's blocked read is cut at the socket, a drained one's
-  // cut short by an unblock.
-  node_.Cancel(reader, abandon);
-  if (abandon) {
-    // When its grant ended, in global time now (a later clock jump must not move it): its
-    // shard's lease, or without one the member's last lease, never later than now.
-    const int64_t now_us = w.now() * 1000;
-    port.jumps_at_abandon = clock_jumps_;
-    const std::optional<TimeMs> own = runtime_.core().LeaseEndOf(r->shard);
-    port.abandon_lease_us = own                   ? std::min(GlobalUs(*own), now_us)
-                            : last_lease_us_ >= 0 ? std::min(last_lease_us_, now_us)
-                                                  : now_us;
-    if (cause == client::AbandonCause::kLeaseEnd) {
-      w.probes().Hit(r->draining ? "lease_expired_while_draining" : "lease_expired_while_reading");
-    }
-    if (r->command_in_flight) w.probes().Hit("abandoned_with_read_in_flight");
-    return;
-  }
-  // A poison message met at the worst moment: the shard is asked to move and the handler
-  // call in flight, or the next one of the batch being finished, hangs past the rebalance
-  // timeout, so the shard is taken from this member (C8).
-  if (env_.in_fault_phase() && w.buggify().Fire("consumer.stuck_drain", 0.5, w.rng())) {
-    port.hang_in_drain = true;
-    if (port.handler_running) port.hang_until = w.now() + StuckForMs();
-  }
-}
-
-void SimConsumer::Redis(uint64_t reader, const client::ReaderCoreConfig& config,
-                        const client::ReaderCommand& command) {
-  ReaderPort& port = ports_[reader];
-  port.kind = command.kind;
-  port.checks = command.kind == client::ReaderCommandKind::kCheckForeign ||
-                (command.kind == client::ReaderCommandKind::kReadLive && command.check_foreign);
-  node_.Submit(reader, config, command);
-}
+// ── the reader connections ─────────────────────────────────────────────────────────
 
 void SimConsumer::OnReaderAnswers(std::vector<client::ReaderAnswer>& answers) {
+  if (dead_ || readers_ == nullptr) return;
+  World& w = env_.world();
+  const client::ConsumerRuntime& rt = runtime();
   for (client::ReaderAnswer& a : answers) {
-    if (dead_) return;
-    const std::optional<client::ReaderInfo> r = runtime_.Reader(a.token);
+    const std::optional<client::ReaderInfo> r = rt.Reader(a.token);
     if (!r) continue;
-    const ReaderPort& port = ports_[a.token];
-    World& w = env_.world();
+    const ReaderNote& port = ports_[a.token];
     if (port.kind == client::ReaderCommandKind::kAutoClaim && a.reply.ok() && a.reply.count > 0) {
       w.probes().Hit("takeover_claimed_pending");
     }
@@ -308,55 +423,43 @@ void SimConsumer::OnReaderAnswers(std::vector<client::ReaderAnswer>& answers) {
       w.probes().Hit("pipelined_read_checked");
     }
     // An entry stranded under our own name (an abandoned reader's cut read served before
-    // the close reached Redis) found by the check and read again (reader_core.cc).
-    const bool own = port.checks && checked && a.reply.lowest_owner == member_;
-    const int64_t claims = stats_.foreign_claims.load();
-    runtime_.OnRedisReply(a.token, std::move(a.reply));
-    if (own && stats_.foreign_claims.load() > claims) w.probes().Hit("own_late_read_reclaimed");
+    // the close reached Redis) found by the check: the reader reads again from its setup
+    // (reader_core.cc LateReadFound), seen at its next command (Readers::Submit).
+    if (port.checks && checked && a.reply.lowest_owner == member_) own_checked_.insert(a.token);
   }
+  readers_->Deliver(answers);  // the facade takes them in
 }
 
-void SimConsumer::Handle(uint64_t reader, Message message) {
-  World& w = env_.world();
-  ReaderPort& port = ports_[reader];
-  port.handler_running = true;
-  const std::string key = FieldOf(message.fields, "key");
-  const int64_t seq = std::stoll(FieldOf(message.fields, "seq"));
-  if (env_.CountDelivery(key, seq) > 0) w.probes().Hit("redelivery");
-  TimeMs d = w.rng().Uniform(p_.handler_min_ms, p_.handler_max_ms);
-  if (w.buggify().Fire("consumer.slow_handler", 0.02, w.rng())) d += w.rng().Uniform(20, 60);
-  // A handler that hangs for a while (a poison message, a stuck downstream): its shard
-  // drains past the member lease, and maybe past the rebalance timeout.
-  if (env_.in_fault_phase() && w.buggify().Fire("consumer.hung_handler", 0.002, w.rng())) {
-    w.probes().Hit("handler_hung");
-    d += w.rng().Uniform(p_.member_lease_ms, p_.member_lease_ms + p_.rebalance_timeout_ms);
-  }
-  port.hang_until = 0;
-  const std::optional<client::ReaderInfo> r = runtime_.Reader(reader);
-  if (port.hang_in_drain && r && r->draining) {
-    port.hang_in_drain = false;
-    port.hang_until = w.now() + StuckForMs();
-  }
-  w.After(d, [this, reader] { OnHandlerReturned(reader); });
-}
-
-TimeMs SimConsumer::StuckForMs() {
-  World& w = env_.world();
-  w.probes().Hit("handler_hung");
-  return p_.rebalance_timeout_ms + w.rng().Uniform(p_.member_lease_ms / 2, 2 * p_.member_lease_ms);
-}
-
-void SimConsumer::OnHandlerReturned(uint64_t reader) {
+void SimConsumer::OnReaderStopping(const client::ConsumerRuntime& runtime, uint64_t reader,
+                                   bool abandon, client::AbandonCause cause) {
   if (dead_) return;
-  auto it = ports_.find(reader);
-  if (it == ports_.end()) return;
-  ReaderPort& port = it->second;
-  if (port.hang_until > env_.world().now()) {  // hung when its shard was asked to drain
-    env_.world().At(port.hang_until, [this, reader] { OnHandlerReturned(reader); });
+  World& w = env_.world();
+  const std::optional<client::ReaderInfo> r = runtime.Reader(reader);
+  if (!r) return;
+  ReaderNote& port = ports_[reader];
+  if (abandon) {
+    // When its grant ended, in global time now (a later clock jump must not move it): its
+    // shard's lease, or without one the member's last lease, never later than now.
+    const int64_t now_us = w.now() * 1000;
+    port.jumps_at_abandon = clock_jumps_;
+    const std::optional<TimeMs> own = runtime.core().LeaseEndOf(r->shard);
+    port.abandon_lease_us = own                   ? std::min(GlobalUs(*own), now_us)
+                            : last_lease_us_ >= 0 ? std::min(last_lease_us_, now_us)
+                                                  : now_us;
+    if (cause == client::AbandonCause::kLeaseEnd) {
+      w.probes().Hit(r->draining ? "lease_expired_while_draining" : "lease_expired_while_reading");
+    }
+    if (r->command_in_flight) w.probes().Hit("abandoned_with_read_in_flight");
     return;
   }
-  port.handler_running = false;
-  runtime_.OnHandled(reader, HandlerResult::Ok());
+  // A poison message met at the worst moment: the shard is asked to move and the handler
+  // call in flight, or the next one of the batch being finished, hangs past the rebalance
+  // timeout, so the shard is taken from this member (C8).
+  if (env_.in_fault_phase() && w.buggify().Fire("consumer.stuck_drain", 0.5, w.rng())) {
+    ShardHandler& h = handlers_[r->shard];
+    h.hang_in_drain = true;
+    if (h.running) h.hang_until = w.now() + StuckForMs();
+  }
 }
 
 // ── history ──────────────────────────────────────────────────────────────────────
@@ -384,7 +487,8 @@ void SimConsumer::ObserveHeartbeat(const ConsumerEvent& event) {
   w.Emit(std::move(e));
 }
 
-void SimConsumer::Observe(uint64_t reader, ConsumerEvent event) {
+void SimConsumer::Observe(const client::ConsumerRuntime& runtime, uint64_t reader,
+                          const ConsumerEvent& event) {
   if (dead_) return;
   World& w = env_.world();
   if (reader == 0) {
@@ -392,9 +496,9 @@ void SimConsumer::Observe(uint64_t reader, ConsumerEvent event) {
     if (event.kind == ConsumerEventKind::kHeartbeat) ObserveHeartbeat(event);
     return;
   }
-  const std::optional<client::ReaderInfo> r = runtime_.Reader(reader);
+  const std::optional<client::ReaderInfo> r = runtime.Reader(reader);
   RSC_CHECK(r.has_value());
-  ReaderPort& port = ports_[reader];
+  ReaderNote& port = ports_[reader];
   HistEvent e;
   switch (event.kind) {
     case ConsumerEventKind::kAcquire:
@@ -433,11 +537,12 @@ void SimConsumer::Observe(uint64_t reader, ConsumerEvent event) {
         }
         w.Emit(std::move(l));
         // Already listed for revocation: the core reports it REVOKED once told it stopped.
-        if (runtime_.core().StateOf(r->shard) == client::LocalShardState::kRevoked) {
+        if (runtime.core().StateOf(r->shard) == client::LocalShardState::kRevoked) {
           detail = "revoked";
         }
       }
       ports_.erase(reader);  // its last event
+      handlers_[r->shard].hang_in_drain = false;
       e = Event(HistKind::kRelease);
       e.detail = std::move(detail);
       break;

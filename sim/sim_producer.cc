@@ -100,9 +100,9 @@ class SimProducer::Executor : public redis::Executor {
                       [&p, me, done, error](const StreamReply& r) {
                         if (!r.ok()) *error = r.error;
                         *done = true;
-                        p.Wake(me);
+                        p.fibers_.Wake(me);
                       });
-    p_.ParkUntil(done);
+    p_.fibers_.ParkUntil(done);
     if (!*done) return Fail(n, ErrorCode::kUnknownResult, "the process died");
     if (*error) {
       // No reply (a failover reset the connection): each XADD may have been written.
@@ -159,16 +159,17 @@ class SimProducer::Executor : public redis::Executor {
 
 class SimProducer::Platform : public client::Platform {
  public:
-  explicit Platform(SimProducer& p) : p_(p), sync_(p.env_.world(), nullptr) {}
+  explicit Platform(SimProducer& p) : p_(p) {}
 
-  SyncPort& Sync() override { return sync_; }
+  SyncPort& Sync() override { return p_.sync_; }
   TimeMs NowMs(bool /*round_up*/) override { return p_.LocalNow(); }
   int64_t NowUs() override { return p_.LocalNow() * 1000; }
   double Random() override { return p_.env_.world().rng().Unit(); }
 
   std::unique_ptr<Thread> StartThread(const char* /*name*/, std::function<void()> body) override {
-    return std::make_unique<SimThread>(p_, p_.Spawn(std::move(body)));
+    return p_.fibers_.StartThread(std::move(body));
   }
+  const void* CurrentThread() override { return Fiber::Current(); }
 
   // One exchange over the simulated network, bounded by the client's timeout: the first of
   // the answer (a duplicate is ignored) and the timeout wins.
@@ -188,7 +189,7 @@ class SimProducer::Platform : public client::Platform {
       if (*done) return;
       *done = true;
       *outcome = std::move(o);
-      p.Wake(me);
+      p.fibers_.Wake(me);
     };
     p_.env_.SendHttp(
         p_.slot_.node, Slot(call.endpoint), std::move(req),
@@ -199,7 +200,7 @@ class SimProducer::Platform : public client::Platform {
     p_.env_.world().After(p_.p_.http_timeout_ms, [finish, where] {
       finish(client::HttpOutcome{0, "", "timed out", where});
     });
-    p_.ParkUntil(done);
+    p_.fibers_.ParkUntil(done);
     if (!*done) return client::HttpOutcome{0, "", "the process died", where};
     return *outcome;
   }
@@ -231,26 +232,9 @@ class SimProducer::Platform : public client::Platform {
   }
 
  private:
-  class SimThread : public Thread {
-   public:
-    SimThread(SimProducer& p, Fiber* fiber) : p_(p), fiber_(fiber) {}
-    void Join() override {
-      if (fiber_->finished()) return;
-      Fiber* me = Fiber::Current();
-      RSC_CHECK(me != nullptr);  // the scheduler cannot wait
-      p_.joiners_[fiber_].push_back(me);
-      while (!fiber_->finished()) me->Yield();  // woken once it ended (Spawn)
-    }
-
-   private:
-    SimProducer& p_;
-    Fiber* fiber_;
-  };
-
   int Slot(int endpoint) const { return (endpoint + p_.endpoint_rotation_) % p_.p_.endpoint_count; }
 
   SimProducer& p_;
-  FiberSync sync_;
 };
 
 // ── the process ───────────────────────────────────────────────────────────────────────
@@ -260,21 +244,17 @@ SimProducer::SimProducer(Services& env, const ProducerParams& params, ProducerSl
       p_(params),
       slot_(slot),
       name_(fmt::format("{}#{}", slot.node, ++slot.incarnations)),
+      fibers_(env.world()),
+      sync_(env.world(), nullptr, &fibers_),
       offset_(env.world().rng().Uniform(0, 1'000'000)),
       endpoint_rotation_(
           static_cast<int>(env.world().rng().Uniform(0, params.endpoint_count - 1))) {}
 
 SimProducer::~SimProducer() {
   dead_ = true;
-  if (producer_) Spawn([this] { producer_->Close(); });
-  for (bool running = true; running;) {
-    running = false;
-    for (size_t i = 0; i < fibers_.size(); ++i) {  // Close() may not add any, but be safe
-      if (fibers_[i]->finished()) continue;
-      running = true;
-      fibers_[i]->Resume();
-    }
-  }
+  fibers_.Kill();
+  if (producer_) fibers_.Spawn([this] { producer_->Close(); });
+  fibers_.RunToEnd(nullptr);
   producer_.reset();
 }
 
@@ -285,44 +265,6 @@ HistEvent SimProducer::Event(HistKind kind) const {
   e.kind = kind;
   e.proc = name_;
   return e;
-}
-
-ProducerMetrics SimProducer::Metrics() const { return producer_->Metrics(); }
-
-Fiber* SimProducer::Spawn(std::function<void()> body) {
-  fibers_.push_back(std::make_unique<Fiber>([this, body = std::move(body)] {
-    body();
-    // Its joiners go on once it has ended (the wake-up is an event after this switch).
-    auto it = joiners_.find(Fiber::Current());
-    if (it == joiners_.end()) return;
-    for (Fiber* j : it->second) Wake(j);
-    joiners_.erase(it);
-  }));
-  Fiber* f = fibers_.back().get();
-  Wake(f);
-  return f;
-}
-
-void SimProducer::Wake(Fiber* f) {
-  env_.world().After(0, [f] {
-    if (!f->finished()) f->Resume();
-  });
-}
-
-void SimProducer::ParkUntil(const std::shared_ptr<bool>& done) {
-  Fiber* me = Fiber::Current();
-  RSC_CHECK(me != nullptr);
-  while (!*done && !dead_) me->Yield();
-}
-
-void SimProducer::Sleep(TimeMs ms) {
-  auto done = std::make_shared<bool>(false);
-  Fiber* me = Fiber::Current();
-  env_.world().After(ms, [this, me, done] {
-    *done = true;
-    Wake(me);
-  });
-  ParkUntil(done);
 }
 
 void SimProducer::Start() {
@@ -339,7 +281,7 @@ void SimProducer::Start() {
                       "producer");
   producer_ = std::move(made).value();
   // Two application threads publish, each at half the process's rate.
-  for (int i = 0; i < 2; ++i) Spawn([this] { PublisherMain(); });
+  for (int i = 0; i < 2; ++i) fibers_.Spawn([this] { PublisherMain(); });
 }
 
 void SimProducer::Crash(const std::string& why) {
@@ -349,8 +291,9 @@ void SimProducer::Crash(const std::string& why) {
   e.detail = why;
   env_.world().Emit(std::move(e));
   // Every fiber finds its ports failing; the producer is closed so its refresh thread ends.
-  for (const auto& f : fibers_) Wake(f.get());
-  if (producer_) Spawn([this] { producer_->Close(); });
+  fibers_.Kill();
+  fibers_.WakeAll();
+  if (producer_) fibers_.Spawn([this] { producer_->Close(); });
 }
 
 void SimProducer::JumpClock(TimeMs forward_ms) {
@@ -358,6 +301,7 @@ void SimProducer::JumpClock(TimeMs forward_ms) {
   offset_ += forward_ms;
   env_.world().Fault("skew",
                      fmt::format("{} monotonic clock jumps {} ms forward", name_, forward_ms));
+  sync_.EndTimedWaits();  // the refresh thread's wait, on a steady clock, would end now
 }
 
 void SimProducer::NoteMetrics() {
@@ -375,7 +319,7 @@ void SimProducer::NoteMetrics() {
 void SimProducer::PublisherMain() {
   World& w = env_.world();
   while (!dead_ && publishing_) {
-    Sleep(w.rng().Uniform(2 * p_.publish_min_ms, 2 * p_.publish_max_ms));
+    fibers_.Sleep(w.rng().Uniform(2 * p_.publish_min_ms, 2 * p_.publish_max_ms));
     if (dead_ || !publishing_) return;
     PublishOne();
   }

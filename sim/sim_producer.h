@@ -33,7 +33,8 @@
 #include <vector>
 
 #include "rsc/producer.h"
-#include "sim/fiber.h"
+#include "sim/fiber_group.h"
+#include "sim/fiber_sync.h"
 #include "sim/services.h"
 
 namespace rsc::sim {
@@ -72,8 +73,8 @@ class SimProducer {
   void JumpClock(TimeMs forward_ms);
   void StopPublishing() { publishing_ = false; }
   bool dead() const { return dead_; }
-  // Producer::Metrics() (client/client_status.h), for the metrics scrape.
-  ProducerMetrics Metrics() const;
+  // The library's producer (the metrics scrape registers it).
+  const Producer& producer() const { return *producer_; }
   const std::string& name() const { return name_; }
 
  private:
@@ -83,13 +84,6 @@ class SimProducer {
 
   TimeMs LocalNow() const;
   HistEvent Event(HistKind kind) const;
-  // Fiber side: parks for `ms` of simulated time (less if the process dies).
-  void Sleep(TimeMs ms);
-  // Fiber side: parks until `*done` or the process dies.
-  void ParkUntil(const std::shared_ptr<bool>& done);
-  // Resumes `f` from an event at the current time (if it has not ended by then).
-  void Wake(Fiber* f);
-  Fiber* Spawn(std::function<void()> body);
   void PublisherMain();
   void PublishOne();
   // The producer's on_publish hook: one entry written.
@@ -101,6 +95,8 @@ class SimProducer {
   const ProducerParams& p_;
   ProducerSlot& slot_;
   const std::string name_;
+  FiberGroup fibers_;  // every fiber of the process (killed at a crash)
+  FiberSync sync_;     // the producer's locks and waits
   TimeMs offset_;
   const int endpoint_rotation_;  // the process lists coordinator i as its endpoint i - this
   bool dead_ = false;
@@ -114,9 +110,7 @@ class SimProducer {
   int64_t seen_seal_waits_ = 0;
   int64_t seen_sync_adoptions_ = 0;
 
-  std::vector<std::unique_ptr<Fiber>> fibers_;     // every fiber of the process
-  std::map<Fiber*, std::vector<Fiber*>> joiners_;  // fibers waiting for one to end
-  std::unique_ptr<Producer> producer_;             // the library's, on Platform
+  std::unique_ptr<Producer> producer_;  // the library's, on Platform
 };
 
 }  // namespace rsc::sim

@@ -344,15 +344,24 @@ void Simulation::WatchNewestGeneration() {
 }
 
 void Simulation::MetricsTick() {
-  std::vector<ConsumerMetricsSample> consumers;
-  for (const SimConsumer* c : consumer_current_) {
-    if (c != nullptr && !c->dead()) consumers.push_back({c->Status(), {{"process", c->name()}}});
+  // What an application's /metrics serves: the library's MetricsRegistry of its live clients
+  // (the real Consumer and Producer objects of every live process). A process that died or
+  // stopped leaves it; its restart is a new process and a new series.
+  for (const auto& c : consumers_) {
+    if (c->dead()) {
+      registry_.Remove(c->consumer());
+    } else {
+      registry_.Add(c->consumer(), {{"process", c->name()}});
+    }
   }
-  std::vector<ProducerMetricsSample> producers;
-  for (const SimProducer* p : producer_current_) {
-    if (p != nullptr && !p->dead()) producers.push_back({p->Metrics(), {{"process", p->name()}}});
+  for (const auto& p : producers_) {
+    if (p->dead()) {
+      registry_.Remove(p->producer());
+    } else {
+      registry_.Add(p->producer(), {{"process", p->name()}});
+    }
   }
-  if (std::optional<std::string> wrong = metrics_.Scrape(RenderMetricsText(consumers, producers))) {
+  if (std::optional<std::string> wrong = metrics_.Scrape(registry_.Render())) {
     world_.Fail(Violation{"O2", "client metrics: " + *wrong, world_.now() * 1000, 0});
     return;
   }

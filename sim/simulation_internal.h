@@ -202,6 +202,7 @@ class Simulation : public Services {
   std::vector<bool> producer_restart_pending_;
   std::vector<std::unique_ptr<SimProducer>> producers_;
   MetricsWatch metrics_;
+  MetricsRegistry registry_;  // the live clients, as an application registers them
   static constexpr TimeMs kMetricsEveryMs = 5000;
 
   std::string export_;

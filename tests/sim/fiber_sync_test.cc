@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/fiber_group.h"
+
 namespace rsc::sim {
 namespace {
 
@@ -206,6 +208,121 @@ TEST(Fiber, RunsInStrictAlternationWithTheSchedulerOnItsOwnStack) {
   ASSERT_TRUE(a->finished() && b->finished());
   EXPECT_EQ(log, (std::vector<std::string>{"a0 80200", "b0 80200", "scheduler 0", "a1 80200",
                                            "b1 80200", "scheduler 1", "scheduler 2"}));
+}
+
+// The handler pool wakes one idle thread per task (client/handler_pool.cc): NotifyOne must not
+// wake every idle fiber, and the one it wakes is the longest waiting.
+TEST(FiberSync, NotifyOneWakesOnlyTheLongestWaiter) {
+  World w(1, Buggify::Mode::kAllOff);
+  FiberSync sync(w, nullptr);
+  auto mu = sync.NewMutex();
+  auto cv = sync.NewCondVar();
+  std::vector<std::string> woke;
+  std::vector<std::unique_ptr<Fiber>> fibers;
+  for (const char* name : {"first", "second", "third"}) {
+    fibers.push_back(std::make_unique<Fiber>([&, name] {
+      std::unique_lock<SyncPort::Mutex> lock(*mu);
+      cv->Wait(*mu);
+      woke.push_back(fmt::format("{} at {}", name, w.now()));
+    }));
+  }
+  for (size_t i = 0; i < fibers.size(); ++i) {
+    w.After(static_cast<TimeMs>(i), [&, i] { fibers[i]->Resume(); });
+  }
+  w.After(10, [&] { cv->NotifyOne(); });
+  w.After(20, [&] { cv->NotifyOne(); });
+  w.RunUntil(100);
+  EXPECT_EQ(woke, (std::vector<std::string>{"first at 10", "second at 20"}));
+  EXPECT_FALSE(fibers[2]->finished());
+  w.After(0, [&] { cv->NotifyAll(); });
+  w.RunUntil(200);
+  EXPECT_TRUE(fibers[2]->finished());
+}
+
+// A process's local clock jumped forward (sim/sim_consumer.cc, sim_producer.cc): a timed wait
+// ends at once, as wait_for on the steady clock would once the jump passed its deadline; a wait
+// without a timeout goes on waiting for its notify.
+TEST(FiberSync, AClockJumpEndsTheTimedWaitsOnly) {
+  World w(1, Buggify::Mode::kAllOff);
+  FiberSync sync(w, nullptr);
+  auto mu = sync.NewMutex();
+  auto cv = sync.NewCondVar();
+  TimeMs timed_woke = -1;
+  TimeMs untimed_woke = -1;
+  std::unique_ptr<Fiber> timed, untimed;
+  timed = std::make_unique<Fiber>([&] {
+    std::unique_lock<SyncPort::Mutex> lock(*mu);
+    cv->WaitFor(*mu, std::chrono::milliseconds(1000));
+    timed_woke = w.now();
+  });
+  untimed = std::make_unique<Fiber>([&] {
+    std::unique_lock<SyncPort::Mutex> lock(*mu);
+    cv->Wait(*mu);
+    untimed_woke = w.now();
+  });
+  w.After(0, [&] { timed->Resume(); });
+  w.After(0, [&] { untimed->Resume(); });
+  w.After(30, [&] { sync.EndTimedWaits(); });
+  w.After(500, [&] { cv->NotifyAll(); });
+  w.RunUntil(2000);
+  EXPECT_EQ(timed_woke, 30);
+  EXPECT_EQ(untimed_woke, 500);
+}
+
+// A crashed consumer is frozen (sim/sim_consumer.h): no event resumes its fibers, whatever
+// was due — not a sleep's end, a timed wait's timeout or a notify.
+TEST(FiberGroup, AFrozenGroupRunsNothingUntilItsTeardown) {
+  World w(1, Buggify::Mode::kAllOff);
+  FiberGroup group(w);
+  FiberSync sync(w, nullptr, &group);
+  auto mu = sync.NewMutex();
+  auto cv = sync.NewCondVar();
+  std::vector<std::string> log;
+  group.Spawn([&] {
+    group.Sleep(10);
+    log.push_back(fmt::format("slept to {}", w.now()));
+  });
+  group.Spawn([&] {
+    std::unique_lock<SyncPort::Mutex> lock(*mu);
+    cv->WaitFor(*mu, std::chrono::milliseconds(20));
+    log.push_back(fmt::format("wait ended at {}", w.now()));
+  });
+  w.After(5, [&] { group.Freeze(); });
+  w.After(6, [&] { cv->NotifyAll(); });
+  w.RunUntil(1000);
+  EXPECT_TRUE(log.empty()) << log.front();
+  group.RunToEnd(nullptr);  // the end of the run: both end, their waits cut short
+  EXPECT_EQ(log, (std::vector<std::string>{"slept to 1000", "wait ended at 1000"}));
+}
+
+// The end of a run (FiberGroup::RunToEnd): a fiber whose every call fails at once without a
+// pause (a dead process re-sending a request its clock says is due) still lets the fiber that
+// ends its loop run; without the turn each wait gives (YieldOnce) this test never returns.
+TEST(FiberGroup, TeardownEndsALoopThatOnlyAnotherFiberCanStop) {
+  World w(1, Buggify::Mode::kAllOff);
+  FiberGroup group(w);
+  FiberSync sync(w, nullptr, &group);
+  auto mu = sync.NewMutex();
+  auto cv = sync.NewCondVar();
+  bool stop = false;
+  int calls = 0;
+  group.Spawn([&] {  // the HTTP thread: each request "fails at once" (a park that ends now)
+    while (!stop) {
+      auto never = std::make_shared<bool>(false);
+      group.ParkUntil(never);
+      ++calls;
+    }
+  });
+  group.Spawn([&] {  // Stop(): waits, then ends the loop
+    std::unique_lock<SyncPort::Mutex> lock(*mu);
+    cv->Wait(*mu);
+    stop = true;
+  });
+  w.After(5, [&] { group.Freeze(); });
+  w.RunUntil(100);
+  group.RunToEnd(nullptr);
+  EXPECT_TRUE(stop);
+  EXPECT_GE(calls, 1);
 }
 
 }  // namespace

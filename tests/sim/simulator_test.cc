@@ -246,10 +246,11 @@ TEST(SimulatorRegression, Seed1153_WorkStartedUnderALostGrantStaysExcused) {
 // it runs the library's NodeCore, issue 10; run 2071 since it runs PublishCall, issue 10;
 // run 2790 since the coordinator's heartbeat queue hands the lead over, issue 14: every run
 // from 2071 to 2789 passed; run 3136 since it runs the library's producer itself, issue 10:
-// every run from 2790 to 3135 passed), so the test costs one run while the simulator draws
-// the same numbers and at most 300 after it changes.
+// every run from 2790 to 3135 passed; run 5023 since it runs the library's consumer facade
+// itself, issue 10: every run from 3136 to 5022 passed), so the test costs one run while the
+// simulator draws the same numbers and at most 300 after it changes.
 TEST(SimulatorRegression, Seed8364602991614658966_EntryStrandedByARollbackOverlap) {
-  ExpectPassesReaching(8364602991614658966ULL + 3135, "late_read_reclaimed");
+  ExpectPassesReaching(8364602991614658966ULL + 5022, "late_read_reclaimed");
 }
 
 // checkers.cc (S4 under a lost grant), found by the search above once the simulator ran
@@ -464,9 +465,11 @@ TEST(Mutants, EveryRunTimeMutantIsListed) {
 // state was committed while it was in flight (TaintAnswerAcrossRollback, probe
 // answer_across_rollback_tainted). Since the simulator runs PublishCall (issue 10) the first
 // run from the found seed to reach the path is run 290; since it runs the library's producer
-// itself (issue 10), run 1,126 (every run from 290 on passed): the search starts there.
+// itself (issue 10), run 1,126 (every run from 290 on passed); since it runs the library's
+// consumer facade itself (issue 10), run 1,699 (every run from 1,126 on passed): the search
+// starts there.
 TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverIsTainted) {
-  ExpectPassesReaching(14721432028603566224ULL + 1125, "answer_across_rollback_tainted");
+  ExpectPassesReaching(14721432028603566224ULL + 1698, "answer_across_rollback_tainted");
 }
 
 // Found by a 25-minute sweep (simulator bug, L1): a layout put back past a reshard 5 s before
@@ -488,10 +491,11 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
 // where the search started. Since the coordinator's heartbeat queue and the layout re-read
 // inside a group's Mutate (issue 14), no run in 300 from there reached it; 20380692, the
 // first from 20380000 that does (run 693), was where the search started. Since the simulator
-// runs the library's producer itself (issue 10), 20382376 (run 1,685 from there) is where it
-// starts.
+// runs the library's producer itself (issue 10), 20382376 (run 1,685 from there); since it
+// runs the library's consumer facade itself (issue 10), 20384020 (run 1,645 from there) is
+// where it starts.
 TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
-  ExpectPassesReaching(20382376, "newest_generation_after_heal", 300, /*reshards=*/2,
+  ExpectPassesReaching(20384020, "newest_generation_after_heal", 300, /*reshards=*/2,
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
@@ -505,9 +509,10 @@ TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJud
 // `rsc-sim --minutes 3 --base-seed 20280000`. The path is rare (about one run in 300): since
 // the reader node cuts a round only once it is out and the simulator runs PublishCall
 // (issue 10), no run in 1,437 from the found seed reached it; the search starts at 5066, the
-// first run from 5000 that does (run 67).
+// first run from 5000 that does (run 67). Since the simulator runs the library's consumer
+// facade itself (issue 10), 6016 (run 951 from 5066).
 TEST(SimulatorRegression, Seed20280039_AnEntryACutReadTookIsReclaimedUnderOurOwnName) {
-  ExpectPassesReaching(5066, "own_late_read_reclaimed");
+  ExpectPassesReaching(6016, "own_late_read_reclaimed");
 }
 
 // Found by the Seed20263872 search once the simulator ran the library's NodeCore (issue 10;
