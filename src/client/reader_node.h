@@ -85,23 +85,17 @@
 
 #include "client/node_core.h"
 #include "client/reader_core.h"
+#include "client/reader_net.h"
 #include "client/reader_wire.h"
 #include "redis/connection.h"
 #include "redis/reply.h"
 
 namespace rsc::client {
 
-class ReaderNode {
+class ReaderNode : public ReaderNodePort {
  public:
   using Clock = std::chrono::steady_clock;
-  struct Hooks {
-    // Answers of one pipeline or one read, together (required).
-    std::function<void(std::vector<ReaderAnswer>& answers)> answered;
-    // Commands and reads redirected by a cluster (MOVED/ASK), unanswered (cluster only).
-    std::function<void(std::vector<NodeCommand> commands, std::vector<NodeRead> reads)> bounced;
-    // A connection of this node failed (optional).
-    std::function<void()> failed;
-  };
+  using Hooks = ReaderNodeHooks;
 
   static constexpr size_t kMaxPipeline = NodeCore::kMaxPipeline;
 
@@ -109,31 +103,31 @@ class ReaderNode {
   // BLOCK on top. `cluster`: combine reads only within a slot, hand redirections to
   // Hooks::bounced. Nothing connects before Start().
   ReaderNode(redis::ConnectionOptions redis, bool cluster, Hooks hooks);
-  ~ReaderNode();  // Stop()
+  ~ReaderNode() override;  // Stop()
   ReaderNode(const ReaderNode&) = delete;
   ReaderNode& operator=(const ReaderNode&) = delete;
 
-  void Start();
+  void Start() override;
   // Cuts both connections and joins the threads; returns within about a round trip even with
   // a read blocked. Outstanding commands get no answer; no hook runs once Stop() returned.
-  void Stop();
+  void Stop() override;
   // Stop's first half, without the join: tells the threads to end and cuts the connections.
   // An owner stopping several nodes halts them all first, so their threads end side by side
   // (a thread inside a connect cannot be cut: it waits out its connect timeout).
-  void Halt();
-  void Enqueue(NodeCommand command);
+  void Halt() override;
+  void Enqueue(NodeCommand command) override;
   // At most one per token at a time.
   void Enqueue(NodeRead read);
   // Several at once: the next live read takes them all together (reads held until the
   // port knew its server go out as one combined read, not one alone and the rest after a
   // CLIENT UNBLOCK or its block time).
-  void Enqueue(std::vector<NodeRead> reads);
+  void Enqueue(std::vector<NodeRead> reads) override;
   // As ReaderRedis::Cancel.
-  void Cancel(uint64_t token, bool now);
+  void Cancel(uint64_t token, bool now) override;
   // Nothing queued, in flight or being answered: Stop() would drop no answer. The owner
   // retires a node only if it is idle and nothing can reach it any more.
-  bool Idle() const;
-  ReaderRedisStats Stats() const;
+  bool Idle() const override;
+  ReaderRedisStats Stats() const override;
 
  private:
   void RunCommands();

@@ -1,13 +1,11 @@
 #include "client/reader_redis.h"
 
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <utility>
 
 #include "redis/cluster.h"
-#include "redis/executor.h"
 
 namespace rsc::client {
 namespace {
@@ -36,64 +34,87 @@ ReaderReply Nil() {
 
 }  // namespace
 
-ReaderRedis::ReaderRedis(redis::ConnectionOptions redis, Done done)
-    : options_(std::move(redis)), done_(std::move(done)) {}
+// The production constructor is in reader_net_os.cc, with the rest of the OS code.
+ReaderRedis::ReaderRedis(std::unique_ptr<ReaderNet> net, Done done)
+    : net_(std::move(net)),
+      done_(std::move(done)),
+      mu_(net_->Sync().NewMutex()),
+      cv_(net_->Sync().NewCondVar()),
+      join_mu_(net_->Sync().NewMutex()) {}
 
 ReaderRedis::~ReaderRedis() { Stop(); }
 
 void ReaderRedis::Start() {
-  std::lock_guard<std::mutex> join_lock(join_mu_);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || started_) return;
-  started_ = true;
-  thread_ = std::thread([this] { Run(); });
-  pthread_setname_np(thread_.native_handle(), "rsc-redis-route");
+  std::lock_guard<SyncPort::Mutex> join_lock(*join_mu_);
+  {
+    std::lock_guard<SyncPort::Mutex> lock(*mu_);
+    if (stopping_ || started_) return;
+    started_ = true;
+  }
+  // Started outside mu_, which the new thread takes first thing.
+  join_ = net_->StartThread("rsc-redis-route", [this] { Run(); });
 }
 
 void ReaderRedis::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SyncPort::Mutex> lock(*mu_);
     stopping_ = true;
   }
   halted_ = true;
-  cv_.notify_all();
+  cv_->NotifyAll();
   {
-    std::lock_guard<std::mutex> join_lock(join_mu_);
-    if (thread_.joinable()) thread_.join();
+    std::lock_guard<SyncPort::Mutex> join_lock(*join_mu_);
+    if (join_) std::exchange(join_, nullptr)();
   }
   // No node is added once stopping_ is set; the nodes are stopped outside mu_, since their
   // threads may be waiting for it in a hook.
-  std::vector<ReaderNode*> nodes;
+  std::vector<ReaderNodePort*> nodes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SyncPort::Mutex> lock(*mu_);
     for (auto& [address, node] : nodes_) nodes.push_back(node.get());
   }
   // All halted before any is joined: nodes whose threads wait out a connect (an outage is
   // when a consumer is often stopped) end side by side, not one connect timeout per node.
-  for (ReaderNode* node : nodes) node->Halt();
-  for (ReaderNode* node : nodes) node->Stop();
+  for (ReaderNodePort* node : nodes) node->Halt();
+  for (ReaderNodePort* node : nodes) node->Stop();
+}
+
+template <typename Ready>
+bool ReaderRedis::WaitLocked(std::unique_lock<SyncPort::Mutex>& lock,
+                             std::optional<TimePoint> deadline, Ready ready) {
+  (void)lock;  // held: the port's Wait releases and retakes the mutex underneath it
+  while (!ready()) {
+    if (!deadline) {
+      cv_->Wait(*mu_);
+      continue;
+    }
+    const TimePoint now = net_->Now();
+    if (now >= *deadline) return false;
+    cv_->WaitFor(*mu_, std::chrono::ceil<milliseconds>(*deadline - now));
+  }
+  return true;
 }
 
 void ReaderRedis::Submit(uint64_t token, const ReaderCoreConfig& config,
                          const ReaderCommand& command) {
   Item item;
   if (command.kind == ReaderCommandKind::kReadLive) {
-    item = MakeNodeRead(token, config, command, redis::KeySlot(config.stream), Clock::now());
+    item = MakeNodeRead(token, config, command, redis::KeySlot(config.stream), net_->Now());
   } else {
     item = MakeNodeCommand(token, config, command);  // command.entry is valid only now
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
   if (stopping_) return;
   if (mode_ == Mode::kUnknown) {
     held_.push_back(std::move(item));
-    cv_.notify_one();
+    cv_->NotifyOne();
     return;
   }
   DispatchLocked(std::move(item));
 }
 
 void ReaderRedis::Cancel(uint64_t token, bool now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
   if (stopping_) return;
   for (auto it = held_.begin(); it != held_.end(); ++it) {
     const NodeRead* read = std::get_if<NodeRead>(&*it);
@@ -105,7 +126,7 @@ void ReaderRedis::Cancel(uint64_t token, bool now) {
                                    : ReaderReply::Error(ReaderReply::Kind::kTransport,
                                                         "cancelled before it was sent")});
     held_.erase(it);
-    cv_.notify_one();
+    cv_->NotifyOne();
     return;
   }
   // A few nodes at most; the one holding the read answers, the others find nothing.
@@ -113,7 +134,7 @@ void ReaderRedis::Cancel(uint64_t token, bool now) {
 }
 
 ReaderRedisStats ReaderRedis::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
   ReaderRedisStats s = retired_stats_;
   s.retired_nodes = s.nodes;
   s.nodes = 0;
@@ -139,14 +160,14 @@ void ReaderRedis::Run() {
     bool open = false;
     bool refresh = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      std::unique_lock<SyncPort::Mutex> lock(*mu_);
       auto ready = [&] {
         return stopping_ || !answers_.empty() || refresh_requested_ ||
                (mode_ == Mode::kUnknown && !held_.empty());
       };
-      if (watched_.empty() && !retire_pending_) {
-        cv_.wait(lock, ready);
-      } else if (!cv_.wait_until(lock, next_watch_, ready)) {
+      const bool watching = !watched_.empty() || retire_pending_;
+      if (!WaitLocked(lock, watching ? std::optional<TimePoint>(next_watch_) : std::nullopt,
+                      ready)) {
         refresh_requested_ = true;  // a watched node's time to be looked up again
       }
       if (stopping_) return;
@@ -159,7 +180,7 @@ void ReaderRedis::Run() {
     if (open) {
       std::string error;
       const bool opened = Open(&error);
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<SyncPort::Mutex> lock(*mu_);
       if (stopping_) return;
       if (opened) {
         DispatchHeldLocked();
@@ -171,13 +192,13 @@ void ReaderRedis::Run() {
         held_.clear();
       }
     }
-    if (refresh && cluster_ != nullptr) {
+    if (refresh && Cluster()) {
       // A node failed (failover?) or a slot moved: re-read the map, at most once per interval.
-      (void)cluster_->RefreshSlots();
-      Result<std::vector<std::string>> masters = cluster_->Masters();
-      std::vector<std::unique_ptr<ReaderNode>> retired;
-      std::unique_lock<std::mutex> lock(mu_);
-      const Clock::time_point now = Clock::now();
+      net_->RefreshSlots();
+      Result<std::vector<std::string>> masters = net_->Masters();
+      std::vector<std::unique_ptr<ReaderNodePort>> retired;
+      std::unique_lock<SyncPort::Mutex> lock(*mu_);
+      const TimePoint now = net_->Now();
       retire_pending_ = false;
       if (masters.ok()) {
         // A node the map no longer names a master (failed over, or gone) is stopped once
@@ -217,62 +238,50 @@ void ReaderRedis::Run() {
       for (auto& node : retired) node->Stop();  // outside mu_: its hooks may wait for it
       retired.clear();
       lock.lock();
-      cv_.wait_for(lock, kRefreshInterval, [&] { return stopping_; });
+      (void)WaitLocked(lock, net_->Now() + kRefreshInterval, [&] { return stopping_; });
       if (stopping_) return;
     }
   }
 }
 
 bool ReaderRedis::Open(std::string* error) {
-  const Clock::time_point now = Clock::now();
-  if (now < next_open_) {
+  if (net_->Now() < next_open_) {
     *error = open_error_;
     return false;
   }
-  Result<std::unique_ptr<redis::Executor>> opened =
-      redis::OpenExecutor(options_, redis::ClusterMode::kAuto, 1, options_.connect_timeout);
+  Result<bool> opened = net_->Open();
   if (!opened.ok()) {
     open_error_ = opened.error().message;
     open_backoff_ = std::clamp(open_backoff_ * 2, kOpenBackoffMin, kOpenBackoffMax);
-    next_open_ = Clock::now() + open_backoff_;
+    next_open_ = net_->Now() + open_backoff_;
     *error = open_error_;
     return false;
   }
-  std::unique_ptr<redis::Executor> executor = std::move(opened).value();
-  auto* cluster = dynamic_cast<redis::ClusterExecutor*>(executor.get());
-  redis::ConnectionOptions single = options_;
-  if (auto* one = dynamic_cast<redis::SingleNodeExecutor*>(executor.get())) {
-    // One server, perhaps named in a list: the node is the one that answered when the
-    // executor was opened, not the first named (and not a second probe's answer: a probe
-    // that failed would have pinned the first named node for the port's life).
-    single = one->options();
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  single_options_ = std::move(single);
-  if (cluster != nullptr) {
-    // Kept for its slot map (and the connection it re-reads the map on).
-    executor_ = std::move(executor);
-    cluster_ = cluster;
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  if (*opened) {
     mode_ = Mode::kCluster;
   } else {
-    mode_ = Mode::kSingle;  // the executor's pool is not needed: the node has its own
+    mode_ = Mode::kSingle;
     single_.store(true, std::memory_order_release);
   }
   return true;
 }
 
-ReaderNode& ReaderRedis::NodeLocked(const std::string& address) {
+bool ReaderRedis::Cluster() {
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  return mode_ == Mode::kCluster;
+}
+
+ReaderNodePort& ReaderRedis::NodeLocked(const std::string& address) {
   auto it = nodes_.find(address);
   if (it != nodes_.end()) return *it->second;
-  const bool cluster = mode_ == Mode::kCluster;
-  ReaderNode::Hooks hooks;
+  ReaderNodeHooks hooks;
   hooks.answered = [this](std::vector<ReaderAnswer>& answers) { Deliver(answers); };
   hooks.bounced = [this, address](std::vector<NodeCommand> commands, std::vector<NodeRead> reads) {
     OnBounced(address, std::move(commands), std::move(reads));
   };
   hooks.failed = [this, address] { OnNodeFailed(address); };
-  auto node = std::make_unique<ReaderNode>(
-      cluster ? cluster_->NodeOptions(address) : single_options_, cluster, std::move(hooks));
+  std::unique_ptr<ReaderNodePort> node = net_->MakeNode(address, std::move(hooks));
   node->Start();
   return *nodes_.emplace(address, std::move(node)).first->second;
 }
@@ -280,7 +289,7 @@ ReaderNode& ReaderRedis::NodeLocked(const std::string& address) {
 std::string ReaderRedis::AddressLocked(const Item& item, const std::string& node) {
   if (mode_ != Mode::kCluster) return {};
   if (!node.empty()) return node;
-  return cluster_->NodeForKey(std::visit(
+  return net_->NodeForKey(std::visit(
       [](const auto& i) -> const std::string& {
         if constexpr (std::is_same_v<std::decay_t<decltype(i)>, NodeRead>) {
           return i.stream;
@@ -292,8 +301,14 @@ std::string ReaderRedis::AddressLocked(const Item& item, const std::string& node
 }
 
 void ReaderRedis::DispatchLocked(Item item, const std::string& node) {
-  ReaderNode& target = NodeLocked(AddressLocked(item, node));
-  std::visit([&](auto& i) { target.Enqueue(std::move(i)); }, item);
+  ReaderNodePort& target = NodeLocked(AddressLocked(item, node));
+  if (NodeRead* read = std::get_if<NodeRead>(&item)) {
+    std::vector<NodeRead> one;
+    one.push_back(std::move(*read));
+    target.Enqueue(std::move(one));
+  } else {
+    target.Enqueue(std::move(std::get<NodeCommand>(item)));
+  }
 }
 
 void ReaderRedis::DispatchHeldLocked() {
@@ -314,11 +329,10 @@ void ReaderRedis::OnBounced(const std::string& via, std::vector<NodeCommand> com
                             std::vector<NodeRead> reads) {
   std::vector<ReaderAnswer> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || cluster_ == nullptr) return;
+    std::lock_guard<SyncPort::Mutex> lock(*mu_);
+    if (stopping_ || mode_ != Mode::kCluster) return;
     auto follow = [&](auto& item) {
-      std::optional<redis::ClusterExecutor::Redirect> r =
-          cluster_->ParseRedirect(std::string_view(item.redirect), via);
+      std::optional<ReaderRedirect> r = net_->ParseRedirect(std::string_view(item.redirect), via);
       if (!r || ++item.redirects > kMaxRedirects) {
         failed.push_back(
             {item.token, ReaderReply::Error(ReaderReply::Kind::kTransport,
@@ -330,7 +344,7 @@ void ReaderRedis::OnBounced(const std::string& via, std::vector<NodeCommand> com
       if (!r->ask) {
         // The slot moved for good: learn it now, and the whole map soon (a resharding or a
         // failover rarely moves one slot).
-        cluster_->NoteMoved(r->slot, r->target);
+        net_->NoteMoved(r->slot, r->target);
         refresh_requested_ = true;
       }
       item.asking = r->ask;
@@ -346,19 +360,20 @@ void ReaderRedis::OnBounced(const std::string& via, std::vector<NodeCommand> com
       }
       follow(r);
     }
-    if (refresh_requested_) cv_.notify_one();
+    if (refresh_requested_) cv_->NotifyOne();
   }
   Deliver(failed);
 }
 
 void ReaderRedis::OnNodeFailed(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || cluster_ == nullptr) return;
+  std::lock_guard<SyncPort::Mutex> lock(*mu_);
+  if (stopping_ || mode_ != Mode::kCluster) return;
   refresh_requested_ = true;
-  if (watched_.emplace(address, Clock::now() + kWatchFor).second && watched_.size() == 1) {
-    next_watch_ = Clock::now() + kWatchInterval;
+  const TimePoint now = net_->Now();
+  if (watched_.emplace(address, now + kWatchFor).second && watched_.size() == 1) {
+    next_watch_ = now + kWatchInterval;
   }
-  cv_.notify_one();
+  cv_->NotifyOne();
 }
 
 void ReaderRedis::Deliver(std::vector<ReaderAnswer>& answers) {

@@ -1,11 +1,13 @@
 #pragma once
-// ReaderRedis: the production Redis port of the consumer runtime's readers. One event-loop
-// runtime drives every shard's ReaderCore (client/reader_core.h) and hands the cores'
-// ReaderCommands here; the replies come back through one callback.
+// ReaderRedis: the Redis port of the consumer runtime's readers. One event-loop runtime
+// drives every shard's ReaderCore (client/reader_core.h) and hands the cores' ReaderCommands
+// here; the replies come back through one callback. Its threads, clock, nodes and slot map
+// are behind ReaderNet (reader_net.h): production's OsReaderNet (hiredis, std::thread), or
+// the simulator's simulated nodes and cluster — the routing below is the same code in both.
 //
-// The port finds out what the URL names on its first command (redis::OpenExecutor: `INFO
-// cluster`; a server refusing INFO counts as single) and sends each command to the node that
-// serves its shard stream:
+// The port finds out what the URL names on its first command (ReaderNet::Open; in production
+// redis::OpenExecutor: `INFO cluster`; a server refusing INFO counts as single) and sends
+// each command to the node that serves its shard stream:
 // * One server: one ReaderNode (reader_node.h) — two connections, two threads, every idle
 //   shard of a (group, consumer name) waiting in one blocking XREADGROUP.
 // * A Redis Cluster (SPEC §13.3 CL1): one ReaderNode per master that serves a shard of this
@@ -34,27 +36,21 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 #include <variant>
 #include <vector>
 
+#include "client/node_core.h"
 #include "client/reader_core.h"
-#include "client/reader_node.h"
+#include "client/reader_net.h"
 #include "client/reader_port.h"
 #include "redis/connection.h"
-
-namespace rsc::redis {
-class ClusterExecutor;
-class Executor;
-}  // namespace rsc::redis
 
 namespace rsc::client {
 
@@ -70,13 +66,15 @@ class ReaderRedis : public ReaderPort {
   // Called with the token given to Submit, exactly once per Submit (unless Stop() ran first).
   using Done = std::function<void(uint64_t token, ReaderReply reply)>;
 
-  static constexpr size_t kMaxPipeline = ReaderNode::kMaxPipeline;
+  static constexpr size_t kMaxPipeline = NodeCore::kMaxPipeline;
   static constexpr int kMaxRedirects = 8;
 
-  // `redis`: the server, or any node of a cluster. `redis.command_timeout`: the socket
-  // timeout of every command; a live read gets its BLOCK on top. Nothing connects before
-  // Start().
+  // Production (OsReaderNet, reader_net_os.cc): `redis`: the server, or any node of a
+  // cluster. `redis.command_timeout`: the socket timeout of every command; a live read gets
+  // its BLOCK on top. Nothing connects before Start().
   ReaderRedis(redis::ConnectionOptions redis, Done done);
+  // Over any ReaderNet (the simulator's).
+  ReaderRedis(std::unique_ptr<ReaderNet> net, Done done);
   ~ReaderRedis() override;  // Stop()
   ReaderRedis(const ReaderRedis&) = delete;
   ReaderRedis& operator=(const ReaderRedis&) = delete;
@@ -113,13 +111,14 @@ class ReaderRedis : public ReaderPort {
   bool SingleServer() const override { return single_.load(std::memory_order_acquire); }
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using TimePoint = ReaderNet::TimePoint;
   using Item = std::variant<NodeCommand, NodeRead>;
   enum class Mode { kUnknown, kSingle, kCluster };
 
   void Run();
   // Opens the executor (mode detection) unless done; false: `error` says why.
   bool Open(std::string* error);
+  bool Cluster();  // the mode is kCluster (takes mu_)
   // Sends an item to its node (`node`: a redirection's target, else the slot's master).
   void DispatchLocked(Item item, const std::string& node = {});
   // The address of the node an item goes to ("" on one server; `node`: a redirection's).
@@ -127,31 +126,31 @@ class ReaderRedis : public ReaderPort {
   // Sends everything held while the server was unknown: the reads of one node in one
   // ReaderNode::Enqueue, so they go out as one combined read.
   void DispatchHeldLocked();
-  ReaderNode& NodeLocked(const std::string& address);
+  ReaderNodePort& NodeLocked(const std::string& address);
+  // Waits on cv_ until `ready` or `deadline` (nullopt: no deadline); false: the deadline came.
+  template <typename Ready>
+  bool WaitLocked(std::unique_lock<SyncPort::Mutex>& lock, std::optional<TimePoint> deadline,
+                  Ready ready);
   // `via`: the node that answered with the redirections.
   void OnBounced(const std::string& via, std::vector<NodeCommand> commands,
                  std::vector<NodeRead> reads);
   void OnNodeFailed(const std::string& address);
   void Deliver(std::vector<ReaderAnswer>& answers);
 
-  const redis::ConnectionOptions options_;
+  const std::unique_ptr<ReaderNet> net_;
   const Done done_;
   BatchDone batch_done_;             // set before Start(), then read-only
   std::atomic<bool> halted_{false};  // set by Stop(): no `done` from then on
   std::atomic<bool> single_{false};  // mode_ became kSingle (it never changes after)
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;               // held_, refresh_requested_, stopping_
-  bool started_ = false;                     // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
-  Mode mode_ = Mode::kUnknown;               // guarded by mu_; set once by the port's thread
-  redis::ConnectionOptions single_options_;  // guarded by mu_: the server, in kSingle
-  // The connection layer's executor: a cluster's slot map (thread-safe itself). Set once.
-  std::unique_ptr<redis::Executor> executor_;
-  redis::ClusterExecutor* cluster_ = nullptr;
-  // Nodes by address. A node the slot map no longer names a master is stopped and removed
-  // once idle (a node that comes back gets a new one). Guarded by mu_.
-  std::map<std::string, std::unique_ptr<ReaderNode>> nodes_;
+  const std::unique_ptr<SyncPort::Mutex> mu_;
+  const std::unique_ptr<SyncPort::CondVar> cv_;  // held_, refresh_requested_, stopping_
+  bool started_ = false;                         // guarded by mu_
+  bool stopping_ = false;                        // guarded by mu_
+  Mode mode_ = Mode::kUnknown;                   // guarded by mu_; set once by the port's thread
+  // Nodes by address ("" on one server). A node the slot map no longer names a master is
+  // stopped and removed once idle (a node that comes back gets a new one). Guarded by mu_.
+  std::map<std::string, std::unique_ptr<ReaderNodePort>> nodes_;
   // Counters of the nodes stopped since (nodes: how many). Guarded by mu_.
   ReaderRedisStats retired_stats_;
   std::deque<Item> held_;              // guarded by mu_: submitted before the mode is known
@@ -159,16 +158,16 @@ class ReaderRedis : public ReaderPort {
   bool refresh_requested_ = false;     // guarded by mu_
   // Failed nodes still named masters by the map, each looked up until a deadline; the next
   // look-up. Guarded by mu_.
-  std::map<std::string, Clock::time_point> watched_;
-  Clock::time_point next_watch_;
+  std::map<std::string, TimePoint> watched_;
+  TimePoint next_watch_;
   bool retire_pending_ = false;  // guarded by mu_: a node to retire was busy at the last look
   std::map<std::string, int> not_master_looks_;  // guarded by mu_: looks in a row
-  Clock::time_point next_open_;                  // port's thread: no new attempt before
+  TimePoint next_open_;                          // port's thread: no new attempt before
   std::chrono::milliseconds open_backoff_{0};
   std::string open_error_;  // port's thread: the last failure to open
 
-  std::mutex join_mu_;  // serializes Start/Stop's thread handling
-  std::thread thread_;
+  const std::unique_ptr<SyncPort::Mutex> join_mu_;  // serializes Start/Stop's thread handling
+  std::function<void()> join_;                      // waits for the port's thread
 };
 
 }  // namespace rsc::client

@@ -58,15 +58,15 @@ Result<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Connect(
   return ex;
 }
 
-std::string ClusterExecutor::NormalizeAddress(std::string_view address,
-                                              std::string_view via) const {
+std::string ClusterExecutor::NormalizeAddress(std::string_view address, std::string_view via,
+                                              std::string_view seed_host) {
   std::string host;
   int port = 0;
   if (!SplitAddress(address, &host, &port)) return std::string(address);
   if (host.empty() || host == "?") {
     std::string via_host;
     int via_port = 0;
-    host = SplitAddress(via, &via_host, &via_port) ? via_host : seed_.host;
+    host = SplitAddress(via, &via_host, &via_port) ? via_host : std::string(seed_host);
   }
   return JoinAddress(host, port);
 }
@@ -90,6 +90,11 @@ std::optional<ClusterExecutor::Redirect> ClusterExecutor::ParseRedirect(
 
 std::optional<ClusterExecutor::Redirect> ClusterExecutor::ParseRedirect(
     std::string_view text, const std::string& via) const {
+  return ParseRedirect(text, via, seed_.host);
+}
+
+std::optional<ClusterExecutor::Redirect> ClusterExecutor::ParseRedirect(
+    std::string_view text, std::string_view via, std::string_view seed_host) {
   // "MOVED 3999 127.0.0.1:6381", "ASK 3999 127.0.0.1:6381"
   const bool ask = text.starts_with("ASK ");
   if (!ask && !text.starts_with("MOVED ")) return std::nullopt;
@@ -101,7 +106,7 @@ std::optional<ClusterExecutor::Redirect> ClusterExecutor::ParseRedirect(
   std::string_view slot = text.substr(first_space + 1, last_space - first_space - 1);
   auto [ptr, ec] = std::from_chars(slot.data(), slot.data() + slot.size(), r.slot);
   if (ec != std::errc() || r.slot < 0 || r.slot >= kClusterSlots) return std::nullopt;
-  r.target = NormalizeAddress(text.substr(last_space + 1), via);
+  r.target = NormalizeAddress(text.substr(last_space + 1), via, seed_host);
   return r;
 }
 
@@ -150,8 +155,9 @@ Status ClusterExecutor::LoadSlotsFrom(const std::string& address) {
           fmt::format("redis {}: malformed CLUSTER SLOTS entry {}", address, range.DebugString()));
     }
     const Reply& master = range.elements[2];
-    std::string node = NormalizeAddress(
-        fmt::format("{}:{}", master.elements[0].str, master.elements[1].integer), address);
+    std::string node =
+        NormalizeAddress(fmt::format("{}:{}", master.elements[0].str, master.elements[1].integer),
+                         address, seed_.host);
     for (int64_t s = range.elements[0].integer; s <= range.elements[1].integer && s < kClusterSlots;
          ++s) {
       if (s < 0) continue;

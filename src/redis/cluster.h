@@ -66,6 +66,10 @@ class ClusterExecutor : public Executor {
   std::optional<Redirect> ParseRedirect(const Reply& reply, const std::string& via) const;
   // The same from an error reply's text ("MOVED 3999 10.0.0.2:6379").
   std::optional<Redirect> ParseRedirect(std::string_view error, const std::string& via) const;
+  // The same without an executor (the simulator's cluster): an address without a host takes
+  // `via`'s host, else `seed_host`.
+  static std::optional<Redirect> ParseRedirect(std::string_view error, std::string_view via,
+                                               std::string_view seed_host);
   // Records a MOVED: `slot` is served by `target` from now on (until the next refresh).
   void NoteMoved(int slot, const std::string& target);
   // Redirections followed so far; for tests and stats.
@@ -82,7 +86,8 @@ class ClusterExecutor : public Executor {
   ConnectionPool* PoolFor(const std::string& address);
   std::string NodeForSlot(int slot);
   // Parses "host:port" of a redirection; an empty host means "the host you reached me at".
-  std::string NormalizeAddress(std::string_view address, std::string_view via) const;
+  static std::string NormalizeAddress(std::string_view address, std::string_view via,
+                                      std::string_view seed_host);
   Status LoadSlotsFrom(const std::string& address);
 
   const ConnectionOptions seed_;
