@@ -47,6 +47,8 @@ const std::vector<SiteSpec>& AllSites() {
       // Last, so every other site's draw for a seed stays what it was.
       {"redis.layout_rollback", 0.5,
        "reshard runs: the layout hash alone goes back to before the last reshard (RS6)"},
+      {"redis.slot_migration", 0.5,
+       "cluster seeds: a slot a reader uses migrates to another master (ASK, then MOVED)"},
   };
   return kSites;
 }
@@ -85,8 +87,23 @@ const std::vector<ProbeSpec>& AllProbes() {
       {"live_read_combined", "one blocking XREADGROUP read several shards of a consumer"},
       {"live_read_unblocked", "a returning reader cut the blocked read short (CLIENT UNBLOCK)"},
       {"live_read_cut", "an abandon cut the live connection's read in flight at the socket"},
+      // Optional: cluster seeds only (a master's reads spanning slots, or after ASKING).
+      {"live_read_polled", "a cluster node polled its readers' streams (non-blocking reads)",
+       false},
       {"live_round_before_answers",
        "in a backlog, the next live round went out before the last one's answers were handed out"},
+      // The library's ReaderRedis on the simulated cluster (sim/sim_cluster.h).
+      {"cluster_moved", "a reader command reached a master that does not serve its slot (MOVED)"},
+      {"cluster_ask", "a reader command reached the source of a migrating slot (ASK)"},
+      {"cluster_asking_served", "the importing master served a command sent after ASKING"},
+      {"cluster_blocked_read_redirected",
+       "a read blocked on a slot that moved away was answered with the redirection"},
+      // Optional: a failover resets every connection, and the reset itself has the map re-read
+      // (ReaderRedis's failover watch), so a reader reaches the old address only when its retry
+      // beats that re-read: about one seed in ten.
+      {"cluster_refused", "a reader connected to a failed master's old address (refused)", false},
+      {"cluster_node_retired",
+       "a consumer's connections to a master no longer in the slot map were retired"},
       {"publish_refused_expired", "a producer failed closed: routing lease expired (PR5)"},
       {"noscript_reload", "a scripted call hit NOSCRIPT and reloaded"},
       {"acked_publish_lost", "a rollback destroyed an acknowledged publish"},

@@ -522,6 +522,13 @@ void Simulation::ChaosTick() {
          };
          const std::string before_failover = generations();
          std::vector<LostEntry> lost = redis_.Failover(rng.Uniform(200, 2000));
+         // On a cluster, one master fails; its replica takes over later, under an address of
+         // its own.
+         if (cluster_) {
+           const int master = static_cast<int>(rng.Uniform(0, SimCluster::kMasters - 1));
+           cluster_->FailOver(
+               master, rng.Chance(0.2) ? rng.Uniform(31'000, 40'000) : rng.Uniform(500, 20'000));
+         }
          if (!before_failover.empty() && generations() != before_failover) {
            world_.probes().Hit("failover_lost_layout_write");
          }
@@ -555,6 +562,8 @@ void Simulation::ChaosTick() {
          AfterRollback();
          DeleteWhenQuiet(2000);
        }},
+      {"redis.slot_migration", cluster_ ? 1 : 0,
+       [&] { cluster_->MigrateSlot(rng.Uniform(100, 3000)); }},
       {"redis.script_flush", 1,
        [&] {
          redis_.FlushScripts();

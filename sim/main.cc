@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
                  "Worker fibers per coordinator (default: drawn per seed, 1-4)")
       ->check(CLI::Range(1, 16));
   app.add_option("--pipelined", pipelined,
-                 "1: consumers pipeline a backlog's XACK, read and late-read check; 0: one "
-                 "command at a time (default: drawn per seed)")
+                 "1: one server, consumers pipeline a backlog's XACK, read and late-read "
+                 "check; 0: the consumers' readers see a simulated Redis Cluster and send "
+                 "one command at a time (default: drawn per seed)")
       ->check(CLI::Range(0, 1));
   app.add_flag("--all-faults", all_faults, "Switch every BUGGIFY site on");
   app.add_flag("--no-faults", no_faults, "Switch every BUGGIFY site off");

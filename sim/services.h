@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "server/http_server.h"
 #include "sim/network.h"
+#include "sim/sim_cluster.h"
 #include "sim/sim_redis.h"
 #include "sim/world.h"
 
@@ -48,6 +49,8 @@ class Services {
   virtual World& world() = 0;
   virtual SimRedis& redis() = 0;
   virtual Network& net() = 0;
+  // The cluster the consumers' readers see (sim/sim_cluster.h), or null: one server.
+  virtual SimCluster* cluster() { return nullptr; }
   // One HTTP exchange with coordinator endpoint `slot`. `on_reply` may never be called (a
   // lost message: the caller times out) or be called twice (a duplicate); status 0 means a
   // transport failure (connection refused).

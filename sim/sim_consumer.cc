@@ -7,6 +7,7 @@
 #include "client/client_options.h"
 #include "client/consumer_factory.h"
 #include "client/platform.h"
+#include "client/reader_redis.h"
 #include "core/check.h"
 #include "core/protocol_json.h"
 
@@ -72,15 +73,34 @@ class SimConsumer::Store : public VersionStore {
   SimConsumer& c_;
 };
 
-// The reader connections: SimReaderNode, which answers through SimConsumer::OnReaderAnswers.
-// A dead process's commands are owed an answer (kTransport) that the teardown delivers.
+// The reader connections: the library's ReaderRedis over SimReaderNet (one server, or the
+// simulated cluster: sim/sim_reader_net.h), which answers through SimConsumer::OnReaderAnswers.
+// This wrapper only notes what each reader sent, for the probes. A dead process's commands
+// are owed an answer (kTransport) that the teardown delivers.
 class SimConsumer::Readers : public client::ReaderPort {
  public:
-  Readers(SimConsumer& c, Answers answers) : c_(c), answers_(std::move(answers)) {}
-  ~Readers() override { c_.readers_ = nullptr; }
+  Readers(SimConsumer& c, Answers answers) : c_(c), answers_(std::move(answers)) {
+    auto net =
+        std::make_unique<SimReaderNet>(c.env_, c.fibers_, c.sync_, c.slot_.node, c.env_.cluster(),
+                                       c.env_.world().mutant().SkipsTakeover());
+    net_ = net.get();
+    redis_ =
+        std::make_unique<client::ReaderRedis>(std::move(net), [](uint64_t, client::ReaderReply) {
+          RSC_CHECK(false && "answers come in batches (SetBatchDone)");
+        });
+    redis_->SetBatchDone(
+        [&c](std::vector<client::ReaderAnswer>& answers) { c.OnReaderAnswers(answers); });
+  }
+  ~Readers() override {
+    net_->Closing();
+    c_.readers_ = nullptr;
+  }
 
-  void Start() override {}
-  void Stop() override { c_.node_.Stop(); }
+  void Start() override { redis_->Start(); }
+  void Stop() override {
+    net_->Closing();
+    redis_->Stop();
+  }
   void Submit(uint64_t token, const client::ReaderCoreConfig& config,
               const client::ReaderCommand& command) override {
     if (c_.dead_) return;  // its connections are closed: answered by the teardown
@@ -92,14 +112,16 @@ class SimConsumer::Readers : public client::ReaderPort {
     port.kind = command.kind;
     port.checks = command.kind == client::ReaderCommandKind::kCheckForeign ||
                   (command.kind == client::ReaderCommandKind::kReadLive && command.check_foreign);
-    c_.node_.Submit(token, config, command);
+    redis_->Submit(token, config, command);
   }
   void Cancel(uint64_t token, bool now) override {
-    if (!c_.dead_) c_.node_.Cancel(token, now);
+    if (!c_.dead_) redis_->Cancel(token, now);
   }
-  client::ReaderRedisStats Stats() const override { return c_.node_.Stats(); }
-  bool SingleServer() const override { return c_.p_.pipelined; }
+  client::ReaderRedisStats Stats() const override { return redis_->Stats(); }
+  bool SingleServer() const override { return redis_->SingleServer(); }
 
+  // The process died: its connections close.
+  void Kill() { net_->Kill(); }
   void Deliver(std::vector<client::ReaderAnswer>& answers) { answers_(answers); }
   // The teardown: every command still in flight fails (its connection closed).
   void FailInFlight() {
@@ -116,6 +138,8 @@ class SimConsumer::Readers : public client::ReaderPort {
  private:
   SimConsumer& c_;
   const Answers answers_;
+  SimReaderNet* net_ = nullptr;  // owned by redis_
+  std::unique_ptr<client::ReaderRedis> redis_;
 };
 
 class SimConsumer::Platform : public client::Platform {
@@ -222,10 +246,7 @@ SimConsumer::SimConsumer(Services& env, const ConsumerParams& params, ConsumerSl
       member_(fmt::format("c{}-{}", slot.index, slot.incarnations)),
       fibers_(env.world()),
       sync_(env.world(), nullptr, &fibers_),
-      offset_(env.world().rng().Uniform(0, 1'000'000)),
-      node_(env, slot.node,
-            [this](std::vector<client::ReaderAnswer>& answers) { OnReaderAnswers(answers); }) {
-  node_.set_skip_takeover(env.world().mutant().SkipsTakeover());
+      offset_(env.world().rng().Uniform(0, 1'000'000)) {
   auto store = slot.version_store ? std::make_shared<Store>(*this) : nullptr;
   ConsumerResult<std::unique_ptr<Consumer>> made = client::ConsumerAccess::Create(
       OptionsOf(params, slot, std::move(store)),
@@ -285,7 +306,8 @@ void SimConsumer::Crash(const std::string& why) {
   dead_ = true;
   fibers_.Freeze();  // nothing of it runs any more (the teardown ends its fibers)
   env_.redis().DropBlockedReadsOf(member_);  // its connections close with it
-  node_.Stop();  // and a read still on its way finds its connection closed
+  // And a read still on its way finds its connection closed.
+  if (readers_ != nullptr) readers_->Kill();
   HistEvent e = Event(HistKind::kCrash);
   e.detail = why;
   env_.world().Emit(std::move(e));
@@ -364,7 +386,7 @@ void SimConsumer::AfterInput(const client::ConsumerRuntime& runtime) {
     // Left (or gave up) and every reader finished: running handlers and commands were
     // waited for, as Stop() joins them.
     dead_ = true;
-    node_.Stop();  // its connections close
+    if (readers_ != nullptr) readers_->Kill();  // its connections close
     env_.world().Emit(Event(HistKind::kStop));
     return;
   }

@@ -7,11 +7,11 @@
 // version store's load, as Consumer::Create) on a simulated Platform (client/platform.h):
 // fibers that park in simulated time (sim/fiber_group.h, sim/fiber_sync.h) for its threads,
 // the simulated HTTP network with the client's timeout (a lost or late answer is
-// UNKNOWN_RESULT, C6), its reader connections the library's NodeCore over the simulated Redis
-// (sim/sim_reader_node.h), handlers that take simulated time, a per-slot VersionStore (C5) and
-// a local monotonic clock that only jumps forward. This file holds only that platform, the
-// handlers and BUGGIFY points of a client (slow, hung and stuck handlers) and the history
-// recording (from the runtime's seams, which the facade passes on to the platform).
+// UNKNOWN_RESULT, C6), its reader connections the library's ReaderRedis and NodeCore over the
+// simulated Redis or cluster (sim/sim_reader_net.h), handlers that take simulated time, a per-slot
+// VersionStore (C5) and a local monotonic clock that only jumps forward. This file holds only that
+// platform, the handlers and BUGGIFY points of a client (slow, hung and stuck handlers) and the
+// history recording (from the runtime's seams, which the facade passes on to the platform).
 //
 // History it records (sim/history.h): kStart, kHeartbeat for every outcome of a heartbeat
 // (answer, error or timeout; sent_us = send time), kLease whenever the lease end changes
@@ -48,7 +48,7 @@
 #include "sim/fiber_group.h"
 #include "sim/fiber_sync.h"
 #include "sim/services.h"
-#include "sim/sim_reader_node.h"
+#include "sim/sim_reader_net.h"
 
 namespace rsc::sim {
 
@@ -105,7 +105,7 @@ class SimConsumer {
 
  private:
   class Platform;  // client::Platform over the simulation
-  class Readers;   // client::ReaderPort over node_
+  class Readers;   // client::ReaderPort: the library's ReaderRedis over SimReaderNet
   class Store;     // VersionStore: the slot's saved version
 
   // What the simulator keeps per reader (the runtime keeps the reader itself).
@@ -164,8 +164,7 @@ class SimConsumer {
   int64_t last_lease_us_ = -1;  // the last member lease end, global µs (capped when dropped)
   std::map<uint64_t, ReaderNote> ports_;
   std::map<int32_t, ShardHandler> handlers_;
-  std::set<uint64_t> own_checked_;  // readers whose check found our own entry below its batch
-  SimReaderNode node_;  // the reader connections: the library's NodeCore over simulated Redis
+  std::set<uint64_t> own_checked_;      // readers whose check found our own entry below its batch
   Readers* readers_ = nullptr;          // the port the facade opened (owned by it)
   std::unique_ptr<Consumer> consumer_;  // the library's, on Platform
 };

@@ -216,6 +216,15 @@ class SimCoordinator::Store : public MetadataStore, public StreamAdmin {
   Result<bool> TrimSealed(const std::string& key, int32_t) override {
     return Call<bool>([&] { return redis().TrimSealed(key); }, true);
   }
+  // D2 on the simulated cluster: its masters and the slots each serves, read like any other
+  // call (CLUSTER SLOTS), so a generation's keys put each master's shards in one slot
+  // (core/shard_keys.h) as in production. One server: none, without a call (the production
+  // executor knows its mode).
+  Result<SlotPlacement> Placement() override {
+    SimCluster* cluster = c_.ctx_.cluster;
+    if (cluster == nullptr) return SlotPlacement{};
+    return Call<SlotPlacement>([&] { return Result<SlotPlacement>(cluster->Placement()); }, false);
+  }
 
   // SET NX PX, polled with a short jittered backoff until `wait` (like RedisStore::Lock).
   Result<std::optional<std::string>> Lock(const GroupKey& key, std::chrono::milliseconds ttl,

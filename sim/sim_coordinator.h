@@ -42,6 +42,7 @@
 #include "sim/fiber.h"
 #include "sim/fiber_sync.h"
 #include "sim/network.h"
+#include "sim/sim_cluster.h"
 #include "sim/sim_redis.h"
 #include "sim/world.h"
 
@@ -53,6 +54,7 @@ inline constexpr TimeMs kWallEpochMs = 1'700'000'000'000;
 struct CoordContext {
   World* world = nullptr;
   SimRedis* redis = nullptr;
+  SimCluster* cluster = nullptr;  // the cluster the readers see (D2's placement), or null
   Network* net = nullptr;
   GroupKey group;
   GroupServiceOptions service;

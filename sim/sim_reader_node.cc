@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "sim/sim_reader_net.h"
 #include "sim/wire_redis.h"
 
 namespace rsc::sim {
@@ -25,23 +26,74 @@ std::vector<redis::Command> Copy(const std::vector<const redis::Command*>& wire)
 
 }  // namespace
 
-SimReaderNode::SimReaderNode(Services& env, std::string from_node, Answered answered)
-    : env_(env), node_(std::move(from_node)), answered_(std::move(answered)) {}
+SimReaderNode::SimReaderNode(Services& env, SimReaderNet& net, std::string from_node,
+                             std::string address, SimCluster* cluster, bool skip_takeover,
+                             client::ReaderNodeHooks hooks)
+    : env_(env),
+      net_(net),
+      node_(std::move(from_node)),
+      address_(std::move(address)),
+      cluster_(cluster),
+      skip_takeover_(skip_takeover),
+      hooks_(std::move(hooks)),
+      core_(cluster != nullptr) {
+  net_.Register(this);
+}
+
+SimReaderNode::~SimReaderNode() {
+  // ReaderRedis retired it: its master failed over (or lost its slots) and it went idle.
+  if (!net_.closing()) env_.world().probes().Hit("cluster_node_retired");
+  Stop();
+  *gone_ = true;
+  net_.Unregister(this);
+}
+
+RedisExec SimReaderNode::AtAddress(RedisExec exec) const {
+  if (cluster_ == nullptr) return exec;
+  return [cluster = cluster_, address = address_, exec = std::move(exec), &w = env_.world()](
+             SimRedis& redis, std::function<void(StreamReply)> done) {
+    if (!cluster->Down(address)) return exec(redis, std::move(done));
+    w.probes().Hit("cluster_refused");
+    StreamReply r;
+    r.error = std::string(kConnError) + "connection refused (a failed master's address)";
+    done(std::move(r));
+  };
+}
+
+void SimReaderNode::Send(uint64_t& epoch, std::vector<redis::Command> cmds, WireClient client,
+                         std::shared_ptr<std::vector<redis::Reply>> result,
+                         std::shared_ptr<bool> closing,
+                         std::function<void(const StreamReply&)> on_reply) {
+  env_.SendRedis(node_, epoch,
+                 AtAddress(WirePipeline(std::move(cmds), std::move(client), std::move(result),
+                                        std::move(closing))),
+                 std::move(on_reply));
+}
+
+WireClient SimReaderNode::Client(int64_t client_id) const {
+  WireClient c{client_id, skip_takeover_};
+  if (cluster_ != nullptr) {
+    c.route = [cluster = cluster_, address = address_](const redis::Command& cmd, bool asking,
+                                                       bool arriving) {
+      return cluster->Route(address, cmd, asking, arriving);
+    };
+  }
+  return c;
+}
 
 NodeCore::TimePoint SimReaderNode::Now() const {
   return TimePoint{} + std::chrono::milliseconds(env_.world().now());
 }
 
-void SimReaderNode::Submit(uint64_t token, const client::ReaderCoreConfig& config,
-                           const client::ReaderCommand& command) {
+void SimReaderNode::Enqueue(client::NodeCommand command) {
   if (stopped_) return;
-  if (command.kind == client::ReaderCommandKind::kReadLive) {
-    std::vector<client::NodeRead> reads;
-    reads.push_back(client::MakeNodeRead(token, config, command, 0, Now()));
-    (void)core_.Enqueue(std::move(reads), Now());
-  } else {
-    core_.Enqueue(client::MakeNodeCommand(token, config, command));
-  }
+  core_.Enqueue(std::move(command));
+  Schedule();
+}
+
+void SimReaderNode::Enqueue(std::vector<client::NodeRead> reads) {
+  if (stopped_ || reads.empty()) return;
+  (void)core_.Enqueue(std::move(reads), Now());
   Schedule();
 }
 
@@ -63,9 +115,9 @@ void SimReaderNode::CutRound() {
   *round_closing_ = true;
   const int64_t id = client_id_;
   World& w = env_.world();
-  w.After(close_after, [this, id] { env_.redis().DropBlockedClient(id); });
-  w.After(0, [this] {
-    if (!stopped_) OnRoundDone(nullptr, "connection cut (the reader was abandoned)");
+  w.After(close_after, [&redis = env_.redis(), id] { redis.DropBlockedClient(id); });
+  w.After(0, [this, gone = gone_] {
+    if (!*gone && !stopped_) OnRoundDone(nullptr, "connection cut (the reader was abandoned)");
   });
 }
 
@@ -90,8 +142,8 @@ void SimReaderNode::Schedule() {
   if (pump_at_ && *pump_at_ <= at) return;
   pump_at_ = at;
   const uint64_t gen = ++pump_gen_;
-  w.At(at, [this, gen] {
-    if (stopped_ || gen != pump_gen_) return;
+  w.At(at, [this, gen, gone = gone_] {
+    if (*gone || stopped_ || gen != pump_gen_) return;
     pump_at_.reset();
     Pump();
   });
@@ -126,26 +178,25 @@ void SimReaderNode::SendCommands() {
   auto result = std::make_shared<std::vector<redis::Reply>>();
   auto held = std::make_shared<std::vector<NodeCore::Queued>>(std::move(batch));
   const size_t n = cmds.size();
-  env_.SendRedis(node_, command_epoch_,
-                 WirePipeline(std::move(cmds), WireClient{0, skip_takeover_}, result),
-                 [this, result, held, n](const StreamReply& r) {
-                   if (stopped_) return;
-                   command_busy_ = false;
-                   std::vector<std::optional<redis::Reply>> replies(n);
-                   if (r.ok()) {
-                     RSC_CHECK(result->size() == n);
-                     for (size_t i = 0; i < n; ++i) replies[i] = std::move((*result)[i]);
-                   } else {
-                     command_epoch_ = 0;  // reconnect at the next command
-                   }
-                   NoteUnblocks(*held, replies);
-                   NodeCore::Output out;
-                   core_.AnswerCommands(*held, replies, r.ok() ? "" : r.error, &out);
-                   core_.OnCommandReplies(*held, replies, out, Now());
-                   out.failed = !r.ok();
-                   Deliver(out);
-                   Schedule();
-                 });
+  Send(command_epoch_, std::move(cmds), Client(0), result, nullptr,
+       [this, gone = gone_, result, held, n](const StreamReply& r) {
+         if (*gone || stopped_) return;
+         command_busy_ = false;
+         std::vector<std::optional<redis::Reply>> replies(n);
+         if (r.ok()) {
+           RSC_CHECK(result->size() == n);
+           for (size_t i = 0; i < n; ++i) replies[i] = std::move((*result)[i]);
+         } else {
+           command_epoch_ = 0;  // reconnect at the next command
+         }
+         NoteUnblocks(*held, replies);
+         NodeCore::Output out;
+         core_.AnswerCommands(*held, replies, r.ok() ? "" : r.error, &out);
+         core_.OnCommandReplies(*held, replies, out, Now());
+         out.failed = !r.ok();
+         Deliver(out);
+         Schedule();
+       });
 }
 
 void SimReaderNode::NoteUnblocks(const std::vector<NodeCore::Queued>& batch,
@@ -166,28 +217,27 @@ void SimReaderNode::ConnectLive() {
   live_busy_ = true;
   auto id = std::make_shared<int64_t>(0);
   const uint64_t seq = live_seq_;
-  env_.SendRedis(
-      node_, live_epoch_,
-      [id](SimRedis& redis, std::function<void(StreamReply)> done) {
-        *id = redis.NewClientId();  // this connection's
-        done(StreamReply{});
-      },
-      [this, id, seq](const StreamReply& r) {
-        if (stopped_ || seq != live_seq_) return;
-        live_busy_ = false;
-        if (r.ok()) {
-          live_ready_ = true;
-          client_id_ = *id;
-          core_.OnLiveConnected(client_id_);
-        } else {
-          // Every queued read is answered kTransport (ReaderNode::RunLive, !connected).
-          live_epoch_ = 0;
-          NodeCore::Output out;
-          (void)core_.PrepareRound(Now(), false, r.error, &out);
-          Deliver(out);
-        }
-        Pump();
-      });
+  RedisExec exec = [id](SimRedis& redis, std::function<void(StreamReply)> done) {
+    *id = redis.NewClientId();  // this connection's
+    done(StreamReply{});
+  };
+  env_.SendRedis(node_, live_epoch_, AtAddress(std::move(exec)),
+                 [this, gone = gone_, id, seq](const StreamReply& r) {
+                   if (*gone || stopped_ || seq != live_seq_) return;
+                   live_busy_ = false;
+                   if (r.ok()) {
+                     live_ready_ = true;
+                     client_id_ = *id;
+                     core_.OnLiveConnected(client_id_);
+                   } else {
+                     // Every queued read is answered kTransport (ReaderNode::RunLive, !connected).
+                     live_epoch_ = 0;
+                     NodeCore::Output out;
+                     (void)core_.PrepareRound(Now(), false, r.error, &out);
+                     Deliver(out);
+                   }
+                   Pump();
+                 });
 }
 
 void SimReaderNode::SendRound() {
@@ -200,17 +250,17 @@ void SimReaderNode::SendRound() {
   if (core_.round().blocking && core_.round().buckets[0].reads.size() > 1) {
     env_.world().probes().Hit("live_read_combined");
   }
+  if (!core_.round().blocking) env_.world().probes().Hit("live_read_polled");
   live_busy_ = true;
   round_sent_at_ = Now();
   const uint64_t seq = live_seq_;
   auto result = std::make_shared<std::vector<redis::Reply>>();
   round_closing_ = std::make_shared<bool>(false);
-  env_.SendRedis(node_, live_epoch_,
-                 WirePipeline(std::move(cmds), WireClient{client_id_}, result, round_closing_),
-                 [this, result, seq](const StreamReply& r) {
-                   if (stopped_ || seq != live_seq_) return;  // cut: answered already
-                   OnRoundDone(r.ok() ? result.get() : nullptr, r.error);
-                 });
+  Send(live_epoch_, std::move(cmds), Client(client_id_), result, round_closing_,
+       [this, gone = gone_, result, seq](const StreamReply& r) {
+         if (*gone || stopped_ || seq != live_seq_) return;  // cut: answered already
+         OnRoundDone(r.ok() ? result.get() : nullptr, r.error);
+       });
   if (core_.OnRoundSent()) CutRound();
 }
 
@@ -262,9 +312,18 @@ void SimReaderNode::LiveLost() {
 
 void SimReaderNode::Deliver(NodeCore::Output& out) {
   if (stopped_) return;
-  RSC_CHECK(out.bounced_commands.empty() && out.bounced_reads.empty());  // one server
-  if (!out.answers.empty()) answered_(out.answers);
+  // As ReaderNode::Deliver: answers, then redirections, then a failure. A hook may stop this
+  // node (ReaderRedis does not from its hooks, but the process may die in between).
+  if (!out.answers.empty()) hooks_.answered(out.answers);
   out.answers.clear();
+  if ((!out.bounced_commands.empty() || !out.bounced_reads.empty()) && !stopped_) {
+    RSC_CHECK(cluster_ != nullptr);  // one server never redirects
+    hooks_.bounced(std::move(out.bounced_commands), std::move(out.bounced_reads));
+  }
+  out.bounced_commands.clear();
+  out.bounced_reads.clear();
+  if (out.failed && !stopped_ && hooks_.failed) hooks_.failed();
+  out.failed = false;
 }
 
 }  // namespace rsc::sim

@@ -1,15 +1,22 @@
 #pragma once
-// SimReaderNode: a simulated consumer process's reader connections to Redis — the library's
-// NodeCore (client/node_core.h) as shipped, driven over the simulated network and Redis
-// instead of hiredis and threads. Like ReaderNode (client/reader_node.h) it keeps two
-// connections whatever the number of shards: the command connection sends every queued
+// SimReaderNode: a simulated consumer process's reader connections to one Redis node — the
+// library's NodeCore (client/node_core.h) as shipped, driven over the simulated network and
+// Redis instead of hiredis and threads; the ReaderNodePort that SimReaderNet
+// (sim/sim_reader_net.h) gives the library's ReaderRedis. Like ReaderNode (client/reader_node.h) it
+// keeps two connections whatever the number of shards: the command connection sends every queued
 // command in one pipeline, the live connection carries one combined blocking
 // `XREADGROUP … STREAMS s1 s2 … > > …` (with the XACKs and late-read checks that ride in its
 // pipeline); the simulated Redis runs them in the wire form (sim/wire_redis.h). What this
 // class does is what ReaderNode does around the core: wait, send, receive, learn the live
 // connection's CLIENT ID, cut the live connection for an abandon, reconnect after a failure.
 //
-// Answers go to the owner's callback, never synchronously from Submit or Cancel.
+// On a simulated cluster (sim/sim_cluster.h) the node has an address: connections to a failed
+// master's old address are refused, and every command is checked against the slots the
+// address serves (MOVED/ASK come back as their error replies, which NodeCore hands to
+// Hooks::bounced).
+//
+// Answers go to the hooks, never synchronously from Enqueue or Cancel. Events still scheduled
+// when the node is destroyed (ReaderRedis retires nodes) find it gone.
 
 #include <cstdint>
 #include <functional>
@@ -19,30 +26,38 @@
 #include <vector>
 
 #include "client/node_core.h"
+#include "client/reader_net.h"
 #include "sim/services.h"
+#include "sim/sim_cluster.h"
+#include "sim/wire_redis.h"
 
 namespace rsc::sim {
 
-class SimReaderNode {
- public:
-  using Answered = std::function<void(std::vector<client::ReaderAnswer>& answers)>;
+class SimReaderNet;
 
-  // `from_node`: the process's network node.
-  SimReaderNode(Services& env, std::string from_node, Answered answered);
+class SimReaderNode : public client::ReaderNodePort {
+ public:
+  // `from_node`: the process's network node; `address`: the node's ("" on one server, else a
+  // master of `cluster`). `skip_takeover`: MUTANT c7_skip_takeover, the simulated Redis claims
+  // nothing for this process's XAUTOCLAIM.
+  SimReaderNode(Services& env, SimReaderNet& net, std::string from_node, std::string address,
+                SimCluster* cluster, bool skip_takeover, client::ReaderNodeHooks hooks);
+  ~SimReaderNode() override;
   SimReaderNode(const SimReaderNode&) = delete;
   SimReaderNode& operator=(const SimReaderNode&) = delete;
 
-  // As client::ReaderRedis::Submit (on one server: a live read may carry its XACK and check).
-  void Submit(uint64_t token, const client::ReaderCoreConfig& config,
-              const client::ReaderCommand& command);
-  // As client::ReaderRedis::Cancel.
-  void Cancel(uint64_t token, bool now);
-  // The process died: its connections close (Redis frees its blocked read), nothing more is
-  // sent or answered.
-  void Stop();
-  // MUTANT c7_skip_takeover: the simulated Redis claims nothing for this process's XAUTOCLAIM.
-  void set_skip_takeover(bool skip) { skip_takeover_ = skip; }
-  client::ReaderRedisStats Stats() const { return core_.Stats(); }
+  void Start() override {}
+  void Halt() override { Stop(); }
+  // Also the process's death: its connections close (Redis frees its blocked read), nothing
+  // more is sent or answered.
+  void Stop() override;
+  void Enqueue(client::NodeCommand command) override;
+  void Enqueue(std::vector<client::NodeRead> reads) override;
+  void Cancel(uint64_t token, bool now) override;
+  // As ReaderNode::Idle: the core's queues, and nothing on the way (a pipeline or a CLIENT ID
+  // in flight: the core has handed those out).
+  bool Idle() const override { return core_.Idle() && !command_busy_ && !live_busy_; }
+  client::ReaderRedisStats Stats() const override { return core_.Stats(); }
 
  private:
   using TimePoint = client::NodeCore::TimePoint;
@@ -65,13 +80,26 @@ class SimReaderNode {
   void OnRoundDone(const std::vector<redis::Reply>* replies, const std::string& error);
   void LiveLost();
   void Deliver(client::NodeCore::Output& out);
+  // Sends a pipeline to this node's address: refused at a failed master's old address,
+  // routed by the cluster's slots (WireClient::route).
+  WireClient Client(int64_t client_id) const;
+  // `exec` at this node's address: refused at a failed master's old one.
+  RedisExec AtAddress(RedisExec exec) const;
+  void Send(uint64_t& epoch, std::vector<redis::Command> cmds, WireClient client,
+            std::shared_ptr<std::vector<redis::Reply>> result, std::shared_ptr<bool> closing,
+            std::function<void(const StreamReply&)> on_reply);
 
   Services& env_;
+  SimReaderNet& net_;
   const std::string node_;
-  const Answered answered_;
-  client::NodeCore core_{/*cluster=*/false};
+  const std::string address_;
+  SimCluster* const cluster_;
+  const bool skip_takeover_;
+  const client::ReaderNodeHooks hooks_;
+  client::NodeCore core_;
   bool stopped_ = false;
-  bool skip_takeover_ = false;
+  // Set when the node is destroyed: its scheduled events and replies find it gone.
+  const std::shared_ptr<bool> gone_ = std::make_shared<bool>(false);
 
   uint64_t command_epoch_ = 0;  // the command connection (0: connect at the next command)
   bool command_busy_ = false;   // a pipeline in flight

@@ -446,14 +446,16 @@ SimRedis::MultiRead SimRedis::ReadNew(const std::vector<std::string>& streams,
 
 void SimRedis::XReadGroupMulti(const std::vector<std::string>& streams, const std::string& group,
                                const std::string& consumer, int count, TimeMs block_ms,
-                               int64_t client_id, std::function<void(MultiRead)> done) {
+                               int64_t client_id, std::function<void(MultiRead)> done,
+                               Redirect redirect) {
   MultiRead r = ReadNew(streams, group, consumer, count);
   if (!r.error.empty() || !r.streams.empty() || block_ms < 0) {
     done(std::move(r));
     return;
   }
   const uint64_t id = next_waiter_++;
-  waiters_.push_back(Waiter{id, streams, group, consumer, count, client_id, std::move(done)});
+  waiters_.push_back(
+      Waiter{id, streams, group, consumer, count, client_id, std::move(done), std::move(redirect)});
   const uint64_t epoch = epoch_;
   world_.After(block_ms, [this, id, epoch] {
     if (epoch != epoch_) return;  // already failed by the rollback
@@ -494,11 +496,31 @@ void SimRedis::ServeWaiters(const std::string& stream) {
       ++i;
       continue;
     }
-    MultiRead r = ReadNew(w.streams, w.group, w.consumer, w.count);
-    if (r.error.empty() && r.streams.empty()) {
+    MultiRead r;
+    if (std::optional<std::string> moved = w.redirect ? w.redirect() : std::nullopt) {
+      r.error = std::move(*moved);  // its slot left the node: redirected, nothing served
+      world_.probes().Hit("cluster_blocked_read_redirected");
+    } else {
+      r = ReadNew(w.streams, w.group, w.consumer, w.count);
+      if (r.error.empty() && r.streams.empty()) {
+        ++i;
+        continue;
+      }
+    }
+    Release(waiters_.begin() + static_cast<std::ptrdiff_t>(i), std::move(r));
+  }
+}
+
+void SimRedis::RedirectBlocked() {
+  for (size_t i = 0; i < waiters_.size();) {
+    std::optional<std::string> moved = waiters_[i].redirect ? waiters_[i].redirect() : std::nullopt;
+    if (!moved) {
       ++i;
       continue;
     }
+    world_.probes().Hit("cluster_blocked_read_redirected");
+    MultiRead r;
+    r.error = std::move(*moved);
     Release(waiters_.begin() + static_cast<std::ptrdiff_t>(i), std::move(r));
   }
 }

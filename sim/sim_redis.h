@@ -116,14 +116,22 @@ class SimRedis {
   // never sent here) the client waits until an entry is added to one of the streams, the
   // block time passes or CLIENT UNBLOCK names `client_id` (both: nil, no streams), or a
   // failover or restart resets the connection (MultiRead::reset).
+  //
+  // `redirect` (a read on a node of the simulated cluster, sim/sim_cluster.h): asked before a
+  // blocked read is served; a redirection answers it instead, serving nothing — as a cluster
+  // node answers a read blocked on a slot it no longer serves (RedirectBlocked).
   struct MultiRead {
-    std::string error;  // a NOGROUP
+    std::string error;  // a NOGROUP, or a redirection
     bool reset = false;
     std::vector<std::pair<std::string, std::vector<StreamEntry>>> streams;
   };
+  using Redirect = std::function<std::optional<std::string>()>;
   void XReadGroupMulti(const std::vector<std::string>& streams, const std::string& group,
                        const std::string& consumer, int count, TimeMs block_ms, int64_t client_id,
-                       std::function<void(MultiRead)> done);
+                       std::function<void(MultiRead)> done, Redirect redirect = nullptr);
+  // The cluster's slots moved (a migration began or ended): every blocked read whose node no
+  // longer serves its slot is answered with its redirection.
+  void RedirectBlocked();
   // CLIENT ID for a new connection.
   int64_t NewClientId() { return next_client_id_++; }
   // CLIENT UNBLOCK <id> TIMEOUT: 1 when that client's blocked read was answered nil, 0 when
@@ -193,6 +201,7 @@ class SimRedis {
     int count;
     int64_t client_id;
     std::function<void(MultiRead)> done;
+    Redirect redirect;
   };
 
   Status Up() const;

@@ -276,6 +276,7 @@ void Simulation::BeginHeal() {
   world_.buggify().set_active(false);
   net_.HealAll();
   redis_.Stall(0, 0);
+  if (cluster_) cluster_->Settle();
   // The replica schedule's final state, and never zero replicas.
   bool any = false;
   for (const CoordSlot& s : coord_slots_) any = any || s.desired;

@@ -37,7 +37,7 @@ struct SimOptions {
   int producers = 0;
   int reshards = -1;      // operator reshards per run; -1 = drawn from the seed
   int coord_workers = 0;  // worker fibers per coordinator; 0 = drawn from the seed
-  int pipelined = -1;     // consumers pipeline a backlog's XACK, read and check: -1 = drawn
+  int pipelined = -1;     // 1: one server, reads pipelined; 0: a simulated cluster; -1 = drawn
   Buggify::Mode sites = Buggify::Mode::kRandom;
   FILE* trace = nullptr;  // print every event as it happens
   std::string mutant;     // a run-time mutant (sim/mutants.h); "" = the correct system
@@ -72,7 +72,7 @@ struct SimParams {
   TimeMs skew_bound_ms = 150;  // coordinator wall clocks stay within ±this of true time
   int reshards = 0;            // operator reshards (1–16 shards) during the fault phase
   int coord_workers = 1;       // worker fibers per coordinator process (1–4)
-  bool pipelined = false;      // ConsumerPorts::PipelinesLiveReads of every consumer
+  bool pipelined = false;      // one server (reads pipelined); false: a simulated cluster
   std::string Describe() const;
 };
 

@@ -62,6 +62,8 @@ class Simulation : public Services {
     consumer_params_.max_batch = p_.max_batch;
     consumer_params_.block_ms = p_.block_ms;
     consumer_params_.pipelined = p_.pipelined;
+    if (!p_.pipelined) cluster_ = std::make_unique<SimCluster>(world_, redis_);
+    coord_ctx_.cluster = cluster_.get();
     consumer_params_.handler_max_ms = p_.handler_max_ms;
     consumer_params_.member_lease_ms = p_.group.member_lease_ms;
     consumer_params_.rebalance_timeout_ms = p_.group.rebalance_timeout_ms;
@@ -82,6 +84,7 @@ class Simulation : public Services {
   // ── Services ──
   World& world() override { return world_; }
   SimRedis& redis() override { return redis_; }
+  SimCluster* cluster() override { return cluster_.get(); }
   Network& net() override { return net_; }
   void SendHttp(const std::string& from_node, int slot, HttpRequest request,
                 std::function<void(const HttpResponse&)> on_reply) override;
@@ -166,6 +169,9 @@ class Simulation : public Services {
   World world_;
   SimRedis redis_;
   Network net_;
+  // The consumers' readers see a cluster in the seeds whose consumers do not pipeline their
+  // live reads (production pipelines them on one server only).
+  std::unique_ptr<SimCluster> cluster_;
   GroupKey key_;
   Phase phase_ = Phase::kSafety;
   TimeMs heal_at_ = -1;

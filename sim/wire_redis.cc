@@ -173,35 +173,52 @@ struct Run {
   std::function<void(std::vector<Reply>, bool)> done;
   std::vector<Reply> replies;
   size_t next = 0;
+  bool asking = false;  // the previous command was ASKING
 };
 
 void Step(const std::shared_ptr<Run>& run) {
   while (run->next < run->cmds.size()) {
     const Command& c = run->cmds[run->next++];
+    bool asking = false;
+    if (run->client.route) {
+      asking = std::exchange(run->asking, c[0] == "ASKING");
+      if (std::optional<std::string> redirect = run->client.route(c, asking, true)) {
+        run->replies.push_back(Error(*redirect));
+        continue;
+      }
+    }
     if (c[0] == "XREADGROUP") {
       ReadArgs a = ParseRead(c);
       if (IsNewRead(a)) {
         if (run->client.closing) a.block_ms = -1;
         // Answered at once or, blocking, later: the rest of the pipeline waits for it.
-        run->redis.XReadGroupMulti(a.streams, a.group, a.consumer, a.count, a.block_ms,
-                                   run->client.client_id, [run](SimRedis::MultiRead r) {
-                                     if (r.reset) {
-                                       run->done({}, true);
-                                       return;
-                                     }
-                                     if (!r.error.empty()) {
-                                       run->replies.push_back(Error(r.error));
-                                     } else if (r.streams.empty()) {
-                                       run->replies.push_back(Reply{});  // nil
-                                     } else {
-                                       std::vector<Reply> streams;
-                                       for (const auto& [stream, entries] : r.streams) {
-                                         streams.push_back(StreamReplyOf(stream, entries));
-                                       }
-                                       run->replies.push_back(Array(std::move(streams)));
-                                     }
-                                     Step(run);
-                                   });
+        // On a cluster node, a read blocked on a slot the node stops serving is answered with
+        // the redirection when the slot moves (sim/sim_cluster.h).
+        SimRedis::Redirect redirect;
+        if (run->client.route) {
+          redirect = [route = run->client.route, c, asking] { return route(c, asking, false); };
+        }
+        run->redis.XReadGroupMulti(
+            a.streams, a.group, a.consumer, a.count, a.block_ms, run->client.client_id,
+            [run](SimRedis::MultiRead r) {
+              if (r.reset) {
+                run->done({}, true);
+                return;
+              }
+              if (!r.error.empty()) {
+                run->replies.push_back(Error(r.error));
+              } else if (r.streams.empty()) {
+                run->replies.push_back(Reply{});  // nil
+              } else {
+                std::vector<Reply> streams;
+                for (const auto& [stream, entries] : r.streams) {
+                  streams.push_back(StreamReplyOf(stream, entries));
+                }
+                run->replies.push_back(Array(std::move(streams)));
+              }
+              Step(run);
+            },
+            std::move(redirect));
         return;
       }
     }

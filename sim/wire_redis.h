@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "redis/reply.h"
@@ -27,6 +29,11 @@ struct WireClient {
   // The client closed the connection behind this pipeline (its FIN follows the commands):
   // Redis runs them, but a read that would block is freed at once, unanswered.
   bool closing = false;
+  // A cluster node (sim/sim_cluster.h): the redirection a command gets there (`asking`: it
+  // follows ASKING; `arriving`: false when a blocked read is asked again), or nullopt to run
+  // it. Unset: one server.
+  std::function<std::optional<std::string>(const redis::Command& c, bool asking, bool arriving)>
+      route;
 };
 
 // Runs `cmds` in order, as Redis runs a client's pipeline: each one once the previous one was

@@ -3,8 +3,8 @@
 // resharding (SPEC §13.2, docs/design/resharding.md). Everything else on shard streams is
 // the clients' (D3: besides these the coordinator writes no stream keys).
 // Production: redis/redis_stream_admin.h; the simulator's is its simulated Redis
-// (sim/sim_coordinator.cc, one server: no Placement). Without one GroupService refuses a
-// reshard.
+// (sim/sim_coordinator.cc; Placement is the simulated cluster's in the seeds that have one).
+// Without one GroupService refuses a reshard.
 //
 // Thread safety: implementations are safe for concurrent use.
 

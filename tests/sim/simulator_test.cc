@@ -38,7 +38,8 @@ void ExpectPasses(uint64_t seed) {
 // the path is exercised, whatever the simulator draws today.
 // `reshards`: operator reshards in every run (rsc-sim --reshards; -1: drawn per seed).
 // `coord_workers`: worker fibers per coordinator (rsc-sim --coord-workers; 0: drawn per seed).
-// `pipelined`: consumers pipeline backlog reads (rsc-sim --pipelined; -1: drawn per seed).
+// `pipelined`: 1: one server, consumers pipeline backlog reads; 0: a simulated cluster
+// (rsc-sim --pipelined; -1: drawn per seed).
 template <class Reached>
 void ExpectPassesReaching(uint64_t seed, const char* path, Reached reached, int max_runs = 300,
                           int reshards = -1, int coord_workers = 0, int pipelined = -1) {
@@ -167,10 +168,13 @@ TEST(SimulatorRegression, Seed137_StaleSectionNeverShortensAMemberLease) {
 // the simulator runs the library's NodeCore (issue 10) the first run from 93000820 to reach it
 // is 93000951 (run 132); since it runs PublishCall (issue 10), 93002986 (run 2,036 from
 // there); since it runs the library's producer itself on a simulated platform (issue 10),
-// 93005640 (run 2,655 from 93002986): the search starts there.
+// 93005640 (run 2,655 from 93002986). Since it runs the library's ReaderRedis over a simulated
+// cluster (issue 10) no run in 4,000 from there reached it with one worker; with 1–4 workers
+// drawn (as every other seed runs), 93008430 (run 2,791 from 93005640): the search starts
+// there.
 TEST(SimulatorRegression, Seed93000387_ARenewalSinceTheLoadKeepsTheMemberAlive) {
-  ExpectPassesReaching(93005640, "stale_removal_refused", 300, /*reshards=*/-1,
-                       /*coord_workers=*/1);
+  ExpectPassesReaching(93008430, "stale_removal_refused", 300, /*reshards=*/-1,
+                       /*coord_workers=*/0);
 }
 
 // Coverage pin, not a bug (SPEC RS6): in a reshard run the layout hash alone is put back to
@@ -466,10 +470,11 @@ TEST(Mutants, EveryRunTimeMutantIsListed) {
 // answer_across_rollback_tainted). Since the simulator runs PublishCall (issue 10) the first
 // run from the found seed to reach the path is run 290; since it runs the library's producer
 // itself (issue 10), run 1,126 (every run from 290 on passed); since it runs the library's
-// consumer facade itself (issue 10), run 1,699 (every run from 1,126 on passed): the search
-// starts there.
+// consumer facade itself (issue 10), run 1,699 (every run from 1,126 on passed); since it runs
+// the library's ReaderRedis over a simulated cluster (issue 10), run 2,018 (every run from
+// 1,699 on passed): the search starts there.
 TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverIsTainted) {
-  ExpectPassesReaching(14721432028603566224ULL + 1698, "answer_across_rollback_tainted");
+  ExpectPassesReaching(14721432028603566224ULL + 2017, "answer_across_rollback_tainted");
 }
 
 // Found by a 25-minute sweep (simulator bug, L1): a layout put back past a reshard 5 s before
@@ -492,10 +497,11 @@ TEST(SimulatorRegression, Seed14721432028603566224_AnAnswerThatCrossedAFailoverI
 // inside a group's Mutate (issue 14), no run in 300 from there reached it; 20380692, the
 // first from 20380000 that does (run 693), was where the search started. Since the simulator
 // runs the library's producer itself (issue 10), 20382376 (run 1,685 from there); since it
-// runs the library's consumer facade itself (issue 10), 20384020 (run 1,645 from there) is
-// where it starts.
+// runs the library's consumer facade itself (issue 10), 20384020 (run 1,645 from there); since
+// it runs the library's ReaderRedis (issue 10; --pipelined 0 is now a simulated cluster),
+// 20385432 (run 1,413 from there) is where it starts.
 TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJudged) {
-  ExpectPassesReaching(20384020, "newest_generation_after_heal", 300, /*reshards=*/2,
+  ExpectPassesReaching(20385432, "newest_generation_after_heal", 300, /*reshards=*/2,
                        /*coord_workers=*/1, /*pipelined=*/0);
 }
 
@@ -510,9 +516,10 @@ TEST(SimulatorRegression, Seed20263872_AGenerationRolledForwardAfterTheHealIsJud
 // the reader node cuts a round only once it is out and the simulator runs PublishCall
 // (issue 10), no run in 1,437 from the found seed reached it; the search starts at 5066, the
 // first run from 5000 that does (run 67). Since the simulator runs the library's consumer
-// facade itself (issue 10), 6016 (run 951 from 5066).
+// facade itself (issue 10), 6016 (run 951 from 5066); since it runs the library's ReaderRedis
+// over a simulated cluster (issue 10), 6585 (run 570 from 6016).
 TEST(SimulatorRegression, Seed20280039_AnEntryACutReadTookIsReclaimedUnderOurOwnName) {
-  ExpectPassesReaching(6016, "own_late_read_reclaimed");
+  ExpectPassesReaching(6585, "own_late_read_reclaimed");
 }
 
 // Found by the Seed20263872 search once the simulator ran the library's NodeCore (issue 10;
