@@ -70,8 +70,9 @@ class Platform {
   // the caller tries again later.
   virtual Result<std::unique_ptr<redis::Executor>> OpenRedis() = 0;
 
-  // The consumer's reader connections (ReaderRedis in production); every reply goes to
-  // `answers`. Nothing connects before ReaderPort::Start().
+  // The consumer's reader connections (ReaderRedis: over OsReaderNet in production, over
+  // SimReaderNet in the simulator); every reply goes to `answers`. Nothing connects before
+  // ReaderPort::Start().
   virtual std::unique_ptr<ReaderPort> OpenReaders(ReaderPort::Answers answers);
   // The consumer's member id: a random (version 4) UUID, SPEC §4.1.
   virtual std::string NewMemberId();

@@ -5,8 +5,8 @@
 // callback the platform was given (Platform::OpenReaders).
 //
 // Production: ReaderRedis (reader_redis.h: hiredis, one server or a cluster's masters, two
-// connections per node). The simulator: sim/sim_consumer.cc over SimReaderNode (the library's
-// NodeCore over the simulated network and Redis).
+// connections per node). The simulator: the same ReaderRedis over SimReaderNet
+// (sim/sim_reader_net.h: the library's NodeCore over the simulated network, Redis and cluster).
 //
 // The contract is ReaderRedis's: answers never come synchronously from Submit or Cancel; the
 // commands of one token are answered in Submit order when a token submits its next command
